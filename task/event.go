@@ -1,0 +1,42 @@
+package task
+
+import "time"
+
+// EventKind names what an Event reports.
+type EventKind string
+
+// The event kinds a task emits while it runs.
+const (
+	EventState      EventKind = "state"       // the task changed state
+	EventPhase      EventKind = "phase"       // a phase (clone, sandbox, baseline, agent, verify) started or ended
+	EventTurn       EventKind = "turn"        // a model turn started
+	EventContent    EventKind = "content"     // assistant text
+	EventThinking   EventKind = "thinking"    // assistant reasoning text
+	EventToolCall   EventKind = "tool_call"   // a tool call is about to run
+	EventToolResult EventKind = "tool_result" // a tool call finished
+	EventUsage      EventKind = "usage"       // usage after a model call
+	EventLimit      EventKind = "limit"       // a limit was reached
+	EventCheckpoint EventKind = "checkpoint"  // verification passed and a checkpoint was made
+	EventRollback   EventKind = "rollback"    // verification regressed and the tree was rolled back
+	EventLog        EventKind = "log"         // a note for humans
+	EventResult     EventKind = "result"      // the final result
+)
+
+// Event is one progress report of a running task, streamed to `wrench watch`,
+// `--follow` and the SSE endpoint.
+type Event struct {
+	TaskID string    `json:"task_id"`
+	Seq    uint64    `json:"seq,omitempty"`
+	Time   time.Time `json:"time"`
+	Kind   EventKind `json:"kind"`
+	State  State     `json:"state,omitempty"`
+	Phase  string    `json:"phase,omitempty"`
+	Turn   int       `json:"turn,omitempty"`
+	Tool   string    `json:"tool,omitempty"`
+	// Text is content, a tool's arguments or output (truncated), or a note.
+	Text    string   `json:"text,omitempty"`
+	IsError bool     `json:"is_error,omitempty"`
+	Usage   *Usage   `json:"usage,omitempty"`
+	Result  *Result  `json:"result,omitempty"`
+	Elapsed Duration `json:"elapsed,omitempty"`
+}

@@ -1,0 +1,148 @@
+package task
+
+import "time"
+
+// State is where a task is in its life. The final states are the Result
+// statuses; a task never leaves a final state.
+type State string
+
+// The task states, in the order a task usually passes through them.
+const (
+	StateQueued     State = "queued"
+	StateRunning    State = "running"
+	StateVerifying  State = "verifying"
+	StateResolved   State = "resolved"
+	StateUnresolved State = "unresolved"
+	StateFailed     State = "failed"
+	StateCancelled  State = "cancelled"
+	StateTimedOut   State = "timed_out"
+	StateRejected   State = "rejected"
+)
+
+// Final reports whether s is a final state.
+func (s State) Final() bool {
+	switch s {
+	case StateResolved, StateUnresolved, StateFailed, StateCancelled, StateTimedOut, StateRejected:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the known states.
+func (s State) Valid() bool {
+	return s.Final() || s == StateQueued || s == StateRunning || s == StateVerifying
+}
+
+// ExitCode maps a final state to the exit code `wrench run` and
+// `wrench submit --wait` use: 0 resolved, 1 unresolved (or cancelled or timed
+// out: the work was not done), 2 rejected (bad input), 3 failed
+// (infrastructure).
+func (s State) ExitCode() int {
+	switch s {
+	case StateResolved:
+		return 0
+	case StateRejected:
+		return 2
+	case StateFailed:
+		return 3
+	}
+	return 1
+}
+
+// Result is what a worker hands back for a task, in every final state: an
+// unresolved, failed, cancelled or timed-out task still carries its work so
+// far in Patch.
+type Result struct {
+	TaskID string `json:"task_id"`
+	// Status is the final state.
+	Status State `json:"status"`
+	// Reason says why the run ended (e.g. "finished", "max_turns",
+	// "loop_detected", "tests_failed", "clone: …").
+	Reason string `json:"reason,omitempty"`
+	// Summary is the agent's own summary from its finish call.
+	Summary string `json:"summary,omitempty"`
+	// Patch is the unified diff base..final that `git apply` accepts.
+	Patch string `json:"patch,omitempty"`
+	// BaseCommit is the commit the patch applies to.
+	BaseCommit string `json:"base_commit,omitempty"`
+	// TestsBefore and TestsAfter are the test command's outcomes.
+	TestsBefore *TestRun `json:"tests_before,omitempty"`
+	TestsAfter  *TestRun `json:"tests_after,omitempty"`
+	Usage       Usage    `json:"usage"`
+	Timings     Timings  `json:"timings"`
+	// Artifacts names what the artifact store holds for this task.
+	Artifacts []string `json:"artifacts,omitempty"`
+	// Attempt is the delivery attempt that produced this result (1-based).
+	Attempt int `json:"attempt,omitempty"`
+	// Worker identifies the worker that produced it.
+	Worker     string    `json:"worker,omitempty"`
+	FinishedAt time.Time `json:"finished_at"`
+	// PullRequestURL is set when a pull request was opened.
+	PullRequestURL string `json:"pull_request_url,omitempty"`
+}
+
+// TestRun is one run of the task's test command.
+type TestRun struct {
+	Command  string        `json:"command"`
+	ExitCode int           `json:"exit_code"`
+	Passed   bool          `json:"passed"`
+	Duration time.Duration `json:"duration_ns"`
+	// Output is the tail of the combined output.
+	Output string `json:"output,omitempty"`
+}
+
+// Usage totals a run's model and tool use.
+type Usage struct {
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
+	Turns        int     `json:"turns"`
+	ToolCalls    int     `json:"tool_calls"`
+	ModelCalls   int     `json:"model_calls"`
+}
+
+// Add returns u plus v.
+func (u Usage) Add(v Usage) Usage {
+	u.InputTokens += v.InputTokens
+	u.OutputTokens += v.OutputTokens
+	u.CostUSD += v.CostUSD
+	u.Turns += v.Turns
+	u.ToolCalls += v.ToolCalls
+	u.ModelCalls += v.ModelCalls
+	return u
+}
+
+// Timings are how long each phase of a task took.
+type Timings struct {
+	QueueWait    time.Duration `json:"queue_wait_ns,omitempty"`
+	Clone        time.Duration `json:"clone_ns,omitempty"`
+	SandboxStart time.Duration `json:"sandbox_start_ns,omitempty"`
+	Baseline     time.Duration `json:"baseline_ns,omitempty"`
+	Agent        time.Duration `json:"agent_ns,omitempty"`
+	Verify       time.Duration `json:"verify_ns,omitempty"`
+	Total        time.Duration `json:"total_ns"`
+}
+
+// Status is the record of a task's current state, as kept in the state store
+// and returned by `wrench status`.
+type Status struct {
+	TaskID    string    `json:"task_id"`
+	State     State     `json:"state"`
+	Attempt   int       `json:"attempt,omitempty"`
+	Worker    string    `json:"worker,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Task      *Task     `json:"task,omitempty"`
+	Result    *Result   `json:"result,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Progress is the latest live figure of a running task.
+	Progress *Progress `json:"progress,omitempty"`
+}
+
+// Progress is a live snapshot of a running task.
+type Progress struct {
+	Turn     int     `json:"turn"`
+	LastTool string  `json:"last_tool,omitempty"`
+	Tokens   int64   `json:"tokens"`
+	CostUSD  float64 `json:"cost_usd"`
+}

@@ -1,0 +1,120 @@
+package task
+
+import (
+	"bytes"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// FieldError names one field at fault and what is wrong with it.
+type FieldError struct {
+	Field   string `json:"field"`
+	Problem string `json:"problem"`
+}
+
+// ValidationError reports every field of a task that is at fault. Callers
+// branch on it (errors.As) to answer 400 or exit 2 instead of retrying.
+type ValidationError struct {
+	Fields []FieldError `json:"fields"`
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		parts[i] = f.Field + ": " + f.Problem
+	}
+	return "invalid task: " + strings.Join(parts, "; ")
+}
+
+// Hard limits a task may not exceed whatever it asks for.
+const (
+	MaxInstructionBytes = 64 << 10
+	MaxTurnsHardCap     = 500
+	MaxTimeout          = 24 * time.Hour
+)
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// Validate checks a task and returns a *ValidationError listing every field at
+// fault, or nil. It does not touch the network or the file system.
+func (t *Task) Validate() error {
+	var errs []FieldError
+	add := func(field, format string, args ...any) {
+		errs = append(errs, FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+	}
+	if t.ID != "" && !idPattern.MatchString(t.ID) {
+		add("id", "must be 1-64 letters, digits, '-' or '_', starting with a letter or digit")
+	}
+	switch u := strings.TrimSpace(t.Repo.URL); {
+	case u == "":
+		add("repo.url", "is required")
+	case strings.Contains(u, "://"):
+		p, err := url.Parse(u)
+		if err != nil {
+			add("repo.url", "is not a URL: %v", err)
+		} else if p.Scheme != "https" && p.Scheme != "http" && p.Scheme != "file" {
+			add("repo.url", "scheme %q is not supported (use https://, file:// or a local path)", p.Scheme)
+		}
+	}
+	if strings.ContainsAny(t.Repo.Ref, " \t\n~^:?*[\\") {
+		add("repo.ref", "%q is not a valid git ref", t.Repo.Ref)
+	}
+	if t.Repo.Commit != "" && !regexp.MustCompile(`^[0-9a-fA-F]{4,64}$`).MatchString(t.Repo.Commit) {
+		add("repo.commit", "%q is not a hex commit id", t.Repo.Commit)
+	}
+	switch {
+	case strings.TrimSpace(t.Instruction) == "":
+		add("instruction", "is required")
+	case len(t.Instruction) > MaxInstructionBytes:
+		add("instruction", "is %d bytes; the limit is %d", len(t.Instruction), MaxInstructionBytes)
+	}
+	switch t.Protocol {
+	case "", "tools", "text":
+	default:
+		add("protocol", "%q is not one of tools, text", t.Protocol)
+	}
+	if l := t.Limits; l.MaxTurns < -1 || l.MaxTurns > MaxTurnsHardCap {
+		add("limits.max_turns", "must be -1 (unlimited under the hard cap), 0 (default) or 1..%d", MaxTurnsHardCap)
+	}
+	if t.Limits.MaxCostUSD < 0 {
+		add("limits.max_cost_usd", "must not be negative")
+	}
+	if t.Limits.MaxTokens < 0 {
+		add("limits.max_tokens", "must not be negative")
+	}
+	if d := time.Duration(t.Limits.Timeout); d < 0 || d > MaxTimeout {
+		add("limits.timeout", "must be between 0 and %s", MaxTimeout)
+	}
+	s := t.Sandbox
+	switch s.Network {
+	case "", "none", "bridge":
+	default:
+		add("sandbox.network", "%q is not one of none, bridge", s.Network)
+	}
+	if s.MemoryMB < 0 || (s.MemoryMB > 0 && s.MemoryMB < 64) {
+		add("sandbox.memory_mb", "must be at least 64")
+	}
+	if s.CPUs < 0 {
+		add("sandbox.cpus", "must not be negative")
+	}
+	if s.Pids < 0 || (s.Pids > 0 && s.Pids < 16) {
+		add("sandbox.pids", "must be at least 16")
+	}
+	if s.DiskMB < 0 {
+		add("sandbox.disk_mb", "must not be negative")
+	}
+	switch t.Source.Kind {
+	case "", "cli", "api", "github":
+	default:
+		add("source.kind", "%q is not one of cli, api, github", t.Source.Kind)
+	}
+	if len(errs) > 0 {
+		return &ValidationError{Fields: errs}
+	}
+	return nil
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

@@ -146,3 +146,16 @@ type Progress struct {
 	Tokens   int64   `json:"tokens"`
 	CostUSD  float64 `json:"cost_usd"`
 }
+
+// Report is what running a task produces: the Result plus the artifacts the
+// artifact store keeps (patch, trajectory.jsonl, log), and whether a failure
+// was an infrastructure fault worth redelivering.
+type Report struct {
+	Result Result
+	// Artifacts maps artifact name (e.g. "patch.diff", "trajectory.jsonl",
+	// "log.txt") to its bytes.
+	Artifacts map[string][]byte
+	// Retry is true when the task failed for an infrastructure reason
+	// (engine down, network error on clone) and should be delivered again.
+	Retry bool
+}

@@ -1,0 +1,107 @@
+// Command wrench turns tickets into verified patches: it runs one task
+// (`wrench run`), serves the task queue and API (`wrench serve`), joins a
+// cluster as a worker (`wrench worker`), and talks to a server (`submit`,
+// `status`, `watch`, `result`, `cancel`, `list`).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// Exit codes shared by every subcommand.
+const (
+	exitOK         = 0
+	exitUnresolved = 1
+	exitBadInput   = 2
+	exitInfra      = 3
+)
+
+// command is one subcommand: it parses its own flags from args and returns
+// the process exit code.
+type command struct {
+	summary string
+	hidden  bool
+	run     func(ctx context.Context, env *cliEnv, args []string) int
+}
+
+// cliEnv is what a subcommand may touch of the process.
+type cliEnv struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"run":     {summary: "run one task end to end and print its patch", run: cmdRun},
+		"image":   {summary: "build the default sandbox image (image build)", run: cmdImage},
+		"model":   {summary: "serve the scripted model (model scripted --script FILE)", run: cmdModel},
+		"doctor":  {summary: "check what the Docker engine supports", run: cmdDoctor},
+		"replay":  {summary: "re-run a trajectory's tool calls in a fresh sandbox", run: cmdReplay},
+		"serve":   {summary: "run NATS, dispatcher, workers and the HTTP API in one process", run: cmdServe},
+		"worker":  {summary: "join an external NATS as a worker", run: cmdWorker},
+		"submit":  {summary: "submit a task to a server", run: cmdSubmit},
+		"status":  {summary: "show a task's state", run: cmdStatus},
+		"watch":   {summary: "stream a task's events", run: cmdWatch},
+		"result":  {summary: "show a task's result (and write its patch)", run: cmdResult},
+		"cancel":  {summary: "cancel a task", run: cmdCancel},
+		"list":    {summary: "list tasks", run: cmdList},
+		"__shim":  {summary: "in-sandbox helper", hidden: true, run: cmdShim},
+		"version": {summary: "print the version", run: cmdVersion},
+	}
+}
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := dispatch(ctx, &cliEnv{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func dispatch(ctx context.Context, env *cliEnv, args []string) int {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(env.stderr, cmds)
+		if len(args) == 0 {
+			return exitBadInput
+		}
+		return exitOK
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(env.stderr, "wrench: unknown command %q\n\n", args[0])
+		usage(env.stderr, cmds)
+		return exitBadInput
+	}
+	return c.run(ctx, env, args[1:])
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: wrench <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(cmds))
+	for n, c := range cmds {
+		if !c.hidden {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'wrench <command> -h' for a command's flags.")
+}
+
+func cmdVersion(_ context.Context, env *cliEnv, _ []string) int {
+	fmt.Fprintln(env.stdout, "wrench", version)
+	return exitOK
+}

@@ -1,0 +1,8 @@
+package main
+
+// Placeholders for the sandbox commands; the sandbox work replaces this file.
+
+var (
+	cmdDoctor = notYet("doctor")
+	cmdShim   = notYet("__shim")
+)

@@ -33,6 +33,9 @@ type Event struct {
 	Phase  string    `json:"phase,omitempty"`
 	Turn   int       `json:"turn,omitempty"`
 	Tool   string    `json:"tool,omitempty"`
+	// Model is the model a usage event's call went to (the resolved name,
+	// not "" for the default); metrics and traces label by it.
+	Model string `json:"model,omitempty"`
 	// Text is content, a tool's arguments or output (truncated), or a note.
 	Text    string   `json:"text,omitempty"`
 	IsError bool     `json:"is_error,omitempty"`

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Wrench's tests need, when they are missing.
+set -euo pipefail
+need=()
+command -v nats-server >/dev/null || need+=(nats-server)
+command -v promtool >/dev/null || need+=(prometheus)
+command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+command -v git >/dev/null || need+=(git)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+  echo "missing: ${need[*]} — install them with your package manager (Debian: apt-get install ${need[*]})" >&2
+  exit 1
+fi
+echo "installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -36,7 +36,10 @@ const (
 	MaxTimeout          = 24 * time.Hour
 )
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+var (
+	idPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+	commitPattern = regexp.MustCompile(`^[0-9a-fA-F]{4,64}$`)
+)
 
 // Validate checks a task and returns a *ValidationError listing every field at
 // fault, or nil. It does not touch the network or the file system.
@@ -62,7 +65,7 @@ func (t *Task) Validate() error {
 	if strings.ContainsAny(t.Repo.Ref, " \t\n~^:?*[\\") {
 		add("repo.ref", "%q is not a valid git ref", t.Repo.Ref)
 	}
-	if t.Repo.Commit != "" && !regexp.MustCompile(`^[0-9a-fA-F]{4,64}$`).MatchString(t.Repo.Commit) {
+	if t.Repo.Commit != "" && !commitPattern.MatchString(t.Repo.Commit) {
 		add("repo.commit", "%q is not a hex commit id", t.Repo.Commit)
 	}
 	switch {

@@ -1,0 +1,80 @@
+package telemetry
+
+import (
+	"strings"
+
+	"github.com/wrenchworks/wrench/task"
+)
+
+// knownTools are the agent's tool names (ARCHITECTURE.md, tool table). Any
+// other name a model invents is counted as "other".
+var knownTools = map[string]bool{
+	"bash": true, "view": true, "ls": true, "glob": true, "grep": true, "edit": true,
+	"write": true, "patch": true, "search_replace": true, "finish": true,
+}
+
+// The phase names a worker reports in phase events.
+const (
+	// EventPhaseSandbox is the phase event that starts a task's sandbox.
+	EventPhaseSandbox = "sandbox"
+)
+
+// PhaseStarting reports whether a phase event marks the start of its phase.
+// Workers emit a phase event with Text "start" when a phase begins and one
+// with Text "end" (IsError set on failure, Elapsed the phase's duration)
+// when it ends.
+func PhaseStarting(ev task.Event) bool {
+	switch strings.ToLower(ev.Text) {
+	case "start", "started", "begin":
+		return true
+	}
+	return false
+}
+
+// ObserveEvent counts what a task's event reports:
+//   - tool_result: wrench_tool_calls_total{tool, outcome}
+//   - usage (one per model call; Usage holds that call's figures, Model its
+//     model): wrench_model_requests_total, wrench_model_tokens_total,
+//     wrench_model_cost_usd_total
+//   - phase "sandbox" end: wrench_sandbox_starts_total, and
+//     wrench_sandbox_start_failures_total when IsError
+//   - checkpoint, rollback: wrench_checkpoints_total, wrench_rollbacks_total
+//
+// Other kinds are ignored.
+func (m *Metrics) ObserveEvent(ev task.Event) {
+	switch ev.Kind {
+	case task.EventToolResult:
+		tool := ev.Tool
+		if !knownTools[tool] {
+			tool = "other"
+		}
+		outcome := "ok"
+		if ev.IsError {
+			outcome = "error"
+		}
+		m.toolCalls.WithLabelValues(tool, outcome).Inc()
+	case task.EventUsage:
+		model := m.modelLabel(ev.Model)
+		calls := 1
+		if ev.Usage != nil && ev.Usage.ModelCalls > 1 {
+			calls = ev.Usage.ModelCalls
+		}
+		m.modelRequests.WithLabelValues(model).Add(float64(calls))
+		if u := ev.Usage; u != nil {
+			m.modelTokens.WithLabelValues(model, "input").Add(float64(max(u.InputTokens, 0)))
+			m.modelTokens.WithLabelValues(model, "output").Add(float64(max(u.OutputTokens, 0)))
+			m.modelCost.WithLabelValues(model).Add(max(u.CostUSD, 0))
+		}
+	case task.EventPhase:
+		if ev.Phase == EventPhaseSandbox && !PhaseStarting(ev) {
+			m.sandboxStarts.Inc()
+			if ev.IsError {
+				m.sandboxFailures.Inc()
+			}
+		}
+	case task.EventCheckpoint:
+		m.checkpoints.Inc()
+	case task.EventRollback:
+		m.rollbacks.Inc()
+	}
+}

@@ -1,0 +1,295 @@
+package telemetry
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wrenchworks/wrench/task"
+)
+
+// Namespace prefixes every Wrench metric name.
+const Namespace = "wrench"
+
+// The phase label values of wrench_task_phase_duration_seconds.
+const (
+	PhaseQueueWait    = "queue_wait"
+	PhaseClone        = "clone"
+	PhaseSandboxStart = "sandbox_start"
+	PhaseBaseline     = "baseline"
+	PhaseAgent        = "agent"
+	PhaseVerify       = "verify"
+)
+
+// durationBuckets spans a task's phases: sub-second clones to hour-long
+// agent runs.
+var durationBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600}
+
+// maxModelLabels bounds the model label: a task names its own model, so
+// without a cap a submitter could mint label values at will.
+const maxModelLabels = 32
+
+// Metrics holds Wrench's Prometheus metrics. Create it with [NewMetrics];
+// its methods are safe for concurrent use. Label values are normalised to
+// bounded sets: unknown tools become "other", models beyond the first 32
+// seen become "other", "scripted:FILE" becomes "scripted".
+type Metrics struct {
+	buildInfo       *prometheus.GaugeVec
+	submitted       *prometheus.CounterVec
+	finished        *prometheus.CounterVec
+	taskDuration    *prometheus.HistogramVec
+	phaseDuration   *prometheus.HistogramVec
+	inFlight        prometheus.Gauge
+	slots           prometheus.Gauge
+	freeSlots       prometheus.Gauge
+	pending         prometheus.Gauge
+	ackPending      prometheus.Gauge
+	redeliveries    prometheus.Counter
+	deadLetters     prometheus.Counter
+	modelRequests   *prometheus.CounterVec
+	modelTokens     *prometheus.CounterVec
+	modelCost       *prometheus.CounterVec
+	toolCalls       *prometheus.CounterVec
+	sandboxStarts   prometheus.Counter
+	sandboxFailures prometheus.Counter
+	checkpoints     prometheus.Counter
+	rollbacks       prometheus.Counter
+	httpRequests    *prometheus.CounterVec
+	httpDuration    *prometheus.HistogramVec
+	mu              sync.Mutex
+	models          map[string]bool
+}
+
+// NewMetrics creates Wrench's metrics and registers them with reg (pass a
+// fresh prometheus.NewRegistry() in tests; never the default registry in
+// library code). It panics if a metric is already registered with reg, as
+// prometheus.MustRegister does.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "build_info",
+			Help: "Always 1; the version label names the running build.",
+		}, []string{"version"}),
+		submitted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "tasks_submitted_total",
+			Help: "Tasks accepted for the queue, by source (cli, api, github).",
+		}, []string{"source"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "tasks_finished_total",
+			Help: "Tasks that reached a final state, by status.",
+		}, []string{"status"}),
+		taskDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "task_duration_seconds",
+			Help:    "Wall-clock time of a task attempt from start to result, by status.",
+			Buckets: durationBuckets,
+		}, []string{"status"}),
+		phaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "task_phase_duration_seconds",
+			Help:    "Time a task spent in each phase: queue_wait, clone, sandbox_start, baseline, agent, verify.",
+			Buckets: durationBuckets,
+		}, []string{"phase"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "tasks_in_flight",
+			Help: "Tasks this process is running now.",
+		}),
+		slots: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "worker_slots",
+			Help: "Task slots this process has.",
+		}),
+		freeSlots: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "worker_free_slots",
+			Help: "Task slots of this process that are idle.",
+		}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "consumer_pending_messages",
+			Help: "Consumer lag: tasks in the work queue not yet delivered to any worker.",
+		}),
+		ackPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "consumer_ack_pending_messages",
+			Help: "Tasks delivered to a worker and not yet acknowledged.",
+		}),
+		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "task_redeliveries_total",
+			Help: "Task deliveries after the first (a worker failed, timed out or asked for a retry).",
+		}),
+		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "dead_letters_total",
+			Help: "Tasks that exhausted their deliveries and were dead-lettered.",
+		}),
+		modelRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "model_requests_total",
+			Help: "Model (chat) requests, by model.",
+		}, []string{"model"}),
+		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "model_tokens_total",
+			Help: "Model tokens, by model and type (input, output).",
+		}, []string{"model", "type"}),
+		modelCost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "model_cost_usd_total",
+			Help: "Model spend in US dollars, by model.",
+		}, []string{"model"}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "tool_calls_total",
+			Help: "Agent tool calls, by tool and outcome (ok, error).",
+		}, []string{"tool", "outcome"}),
+		sandboxStarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "sandbox_starts_total",
+			Help: "Sandbox start attempts.",
+		}),
+		sandboxFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "sandbox_start_failures_total",
+			Help: "Sandbox start attempts that failed.",
+		}),
+		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "checkpoints_total",
+			Help: "Verified checkpoints made by agents.",
+		}),
+		rollbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "rollbacks_total",
+			Help: "Rollbacks to a checkpoint after a verification regressed.",
+		}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "http_requests_total",
+			Help: "HTTP API requests, by route and status code.",
+		}, []string{"route", "code"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "http_request_duration_seconds",
+			Help:    "HTTP API request latency (event streams excluded), by route.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route"}),
+		models: map[string]bool{},
+	}
+	reg.MustRegister(m.buildInfo, m.submitted, m.finished, m.taskDuration, m.phaseDuration,
+		m.inFlight, m.slots, m.freeSlots, m.pending, m.ackPending, m.redeliveries, m.deadLetters,
+		m.modelRequests, m.modelTokens, m.modelCost, m.toolCalls, m.sandboxStarts,
+		m.sandboxFailures, m.checkpoints, m.rollbacks, m.httpRequests, m.httpDuration)
+	// Pre-create the label sets operators alert on, so a series exists at 0
+	// before the first event (rate() over a missing series is empty).
+	for _, s := range []task.State{task.StateResolved, task.StateUnresolved, task.StateFailed,
+		task.StateCancelled, task.StateTimedOut, task.StateRejected} {
+		m.finished.WithLabelValues(string(s))
+	}
+	return m
+}
+
+// SetBuildInfo records the running version in wrench_build_info.
+func (m *Metrics) SetBuildInfo(version string) {
+	m.buildInfo.WithLabelValues(version).Set(1)
+}
+
+// TaskSubmitted counts a task accepted for the queue; source is the task's
+// Source.Kind.
+func (m *Metrics) TaskSubmitted(source string) {
+	switch source {
+	case "cli", "api", "github":
+	case "":
+		source = "unknown"
+	default:
+		source = "other"
+	}
+	m.submitted.WithLabelValues(source).Inc()
+}
+
+// TaskStarted records that this process began an attempt of a task that
+// waited queueWait since it was submitted. Pair it with [Metrics.TaskFinished].
+func (m *Metrics) TaskStarted(queueWait time.Duration) {
+	m.inFlight.Inc()
+	if queueWait > 0 {
+		m.phaseDuration.WithLabelValues(PhaseQueueWait).Observe(queueWait.Seconds())
+	}
+}
+
+// TaskFinished records the end of an attempt begun with
+// [Metrics.TaskStarted]. final says whether res is the task's final result
+// (false when the attempt will be delivered again); only final results count
+// in wrench_tasks_finished_total.
+func (m *Metrics) TaskFinished(res task.Result, final bool) {
+	m.inFlight.Dec()
+	status := string(res.Status)
+	if !res.Status.Final() {
+		status = "other"
+	}
+	if final {
+		m.finished.WithLabelValues(status).Inc()
+	}
+	if res.Timings.Total > 0 {
+		m.taskDuration.WithLabelValues(status).Observe(res.Timings.Total.Seconds())
+	}
+	for _, p := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{PhaseClone, res.Timings.Clone},
+		{PhaseSandboxStart, res.Timings.SandboxStart},
+		{PhaseBaseline, res.Timings.Baseline},
+		{PhaseAgent, res.Timings.Agent},
+		{PhaseVerify, res.Timings.Verify},
+	} {
+		if p.d > 0 {
+			m.phaseDuration.WithLabelValues(p.name).Observe(p.d.Seconds())
+		}
+	}
+}
+
+// SetSlots records this process's slot count and how many are idle.
+func (m *Metrics) SetSlots(total, free int) {
+	m.slots.Set(float64(total))
+	m.freeSlots.Set(float64(free))
+}
+
+// SetConsumerLag records the work-queue consumer's pending (not yet
+// delivered) and ack-pending (delivered, unacknowledged) message counts.
+func (m *Metrics) SetConsumerLag(pending, ackPending uint64) {
+	m.pending.Set(float64(pending))
+	m.ackPending.Set(float64(ackPending))
+}
+
+// Redelivered counts a delivery after the first.
+func (m *Metrics) Redelivered() { m.redeliveries.Inc() }
+
+// DeadLettered counts a task that exhausted its deliveries.
+func (m *Metrics) DeadLettered() { m.deadLetters.Inc() }
+
+// HTTPRequest records one API request; route is the mux pattern (bounded),
+// never the raw path.
+func (m *Metrics) HTTPRequest(route string, code int, d time.Duration, stream bool) {
+	if route == "" {
+		route = "unmatched"
+	}
+	m.httpRequests.WithLabelValues(route, statusCode(code)).Inc()
+	if !stream {
+		m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
+	}
+}
+
+func statusCode(code int) string {
+	if code < 100 || code > 999 {
+		return "other"
+	}
+	return string([]byte{byte('0' + code/100), byte('0' + code/10%10), byte('0' + code%10)})
+}
+
+// modelLabel bounds the model label's values.
+func (m *Metrics) modelLabel(model string) string {
+	switch {
+	case model == "":
+		return "unknown"
+	case strings.HasPrefix(model, "scripted:") || model == "scripted":
+		return "scripted"
+	}
+	if len(model) > 64 {
+		model = model[:64]
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.models[model] {
+		return model
+	}
+	if len(m.models) >= maxModelLabels {
+		return "other"
+	}
+	m.models[model] = true
+	return model
+}

@@ -1,0 +1,225 @@
+package telemetry
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/wrenchworks/wrench/task"
+)
+
+// exercise touches every metric so each family appears in a scrape.
+func exercise(m *Metrics) {
+	m.SetBuildInfo("test")
+	m.TaskSubmitted("cli")
+	m.TaskSubmitted("")
+	m.TaskStarted(1500 * time.Millisecond)
+	m.SetSlots(4, 3)
+	m.SetConsumerLag(7, 1)
+	m.Redelivered()
+	m.DeadLettered()
+	m.HTTPRequest("POST /v1/tasks", 201, 3*time.Millisecond, false)
+	now := time.Now()
+	for _, ev := range []task.Event{
+		{Kind: task.EventPhase, Phase: "sandbox", Text: "start", Time: now},
+		{Kind: task.EventPhase, Phase: "sandbox", Text: "end", Time: now},
+		{Kind: task.EventUsage, Model: "gpt-4o", Usage: &task.Usage{InputTokens: 100, OutputTokens: 20, CostUSD: 0.01, ModelCalls: 1}},
+		{Kind: task.EventToolResult, Tool: "bash"},
+		{Kind: task.EventToolResult, Tool: "edit", IsError: true},
+		{Kind: task.EventCheckpoint},
+		{Kind: task.EventRollback},
+	} {
+		m.ObserveEvent(ev)
+	}
+	m.TaskFinished(task.Result{Status: task.StateResolved, Timings: task.Timings{
+		Clone: time.Second, SandboxStart: time.Second, Baseline: time.Second,
+		Agent: time.Minute, Verify: time.Second, Total: 2 * time.Minute,
+	}}, true)
+}
+
+func scrape(t *testing.T, reg *prometheus.Registry) []byte {
+	t.Helper()
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+func TestMetricsLintClean(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	exercise(NewMetrics(reg))
+	problems, err := promlint.NewWithMetricFamilies(mustGather(t, reg)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func mustGather(t *testing.T, reg *prometheus.Registry) []*dto.MetricFamily {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mfs
+}
+
+// TestMetricsPromtool runs the real `promtool check metrics` (Debian package
+// "prometheus") on a scrape.
+func TestMetricsPromtool(t *testing.T) {
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("promtool not found; install the Debian package prometheus")
+		}
+		t.Skip("promtool not found (apt-get install prometheus); the promlint test covers the same rules")
+	}
+	reg := prometheus.NewRegistry()
+	exercise(NewMetrics(reg))
+	cmd := exec.Command(path, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(scrape(t, reg))
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+func TestMetricsNames(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	exercise(NewMetrics(reg))
+	body := string(scrape(t, reg))
+	for _, want := range []string{
+		`wrench_tasks_submitted_total{source="cli"} 1`,
+		`wrench_tasks_submitted_total{source="unknown"} 1`,
+		`wrench_tasks_finished_total{status="resolved"} 1`,
+		`wrench_tasks_finished_total{status="failed"} 0`,
+		`wrench_task_phase_duration_seconds_count{phase="queue_wait"} 1`,
+		`wrench_task_phase_duration_seconds_count{phase="clone"} 1`,
+		`wrench_task_phase_duration_seconds_count{phase="sandbox_start"} 1`,
+		`wrench_task_phase_duration_seconds_count{phase="agent"} 1`,
+		`wrench_task_phase_duration_seconds_count{phase="verify"} 1`,
+		`wrench_task_duration_seconds_count{status="resolved"} 1`,
+		`wrench_tasks_in_flight 0`,
+		`wrench_worker_slots 4`,
+		`wrench_worker_free_slots 3`,
+		`wrench_consumer_pending_messages 7`,
+		`wrench_consumer_ack_pending_messages 1`,
+		`wrench_task_redeliveries_total 1`,
+		`wrench_dead_letters_total 1`,
+		`wrench_model_requests_total{model="gpt-4o"} 1`,
+		`wrench_model_tokens_total{model="gpt-4o",type="input"} 100`,
+		`wrench_model_tokens_total{model="gpt-4o",type="output"} 20`,
+		`wrench_model_cost_usd_total{model="gpt-4o"} 0.01`,
+		`wrench_tool_calls_total{outcome="ok",tool="bash"} 1`,
+		`wrench_tool_calls_total{outcome="error",tool="edit"} 1`,
+		`wrench_sandbox_starts_total 1`,
+		`wrench_sandbox_start_failures_total 0`,
+		`wrench_checkpoints_total 1`,
+		`wrench_rollbacks_total 1`,
+		`wrench_http_requests_total{code="201",route="POST /v1/tasks"} 1`,
+		`wrench_build_info{version="test"} 1`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+}
+
+func TestMetricsBoundedLabels(t *testing.T) {
+	tests := []struct {
+		name  string
+		ev    task.Event
+		check func(m *Metrics) float64
+	}{
+		{"unknown tool is other", task.Event{Kind: task.EventToolResult, Tool: "rm_rf"},
+			func(m *Metrics) float64 { return value(m.toolCalls.WithLabelValues("other", "ok")) }},
+		{"scripted model collapses", task.Event{Kind: task.EventUsage, Model: "scripted:/tmp/x.yaml", Usage: &task.Usage{InputTokens: 5}},
+			func(m *Metrics) float64 { return value(m.modelTokens.WithLabelValues("scripted", "input")) / 5 }},
+		{"empty model is unknown", task.Event{Kind: task.EventUsage},
+			func(m *Metrics) float64 { return value(m.modelRequests.WithLabelValues("unknown")) }},
+		{"sandbox failure", task.Event{Kind: task.EventPhase, Phase: "sandbox", Text: "end", IsError: true},
+			func(m *Metrics) float64 { return value(m.sandboxFailures) }},
+		{"sandbox start event alone counts nothing", task.Event{Kind: task.EventPhase, Phase: "sandbox", Text: "start"},
+			func(m *Metrics) float64 { return 1 - value(m.sandboxStarts) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMetrics(prometheus.NewRegistry())
+			m.ObserveEvent(tc.ev)
+			if got := tc.check(m); got != 1 {
+				t.Errorf("got %v, want 1", got)
+			}
+		})
+	}
+}
+
+func TestMetricsModelCap(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	for i := range maxModelLabels + 5 {
+		m.ObserveEvent(task.Event{Kind: task.EventUsage, Model: "m" + strings.Repeat("x", i)})
+	}
+	if got := value(m.modelRequests.WithLabelValues("other")); got != 5 {
+		t.Errorf("other = %v, want 5", got)
+	}
+	if n := count(m.modelRequests); n != maxModelLabels+1 {
+		t.Errorf("series = %d, want %d", n, maxModelLabels+1)
+	}
+}
+
+func TestMetricsRetryNotFinished(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	m.TaskStarted(0)
+	m.TaskFinished(task.Result{Status: task.StateFailed}, false)
+	if got := value(m.finished.WithLabelValues("failed")); got != 0 {
+		t.Errorf("a retried attempt counted as finished: %v", got)
+	}
+	if got := value(m.inFlight); got != 0 {
+		t.Errorf("in flight = %v, want 0", got)
+	}
+}
+
+// value reads a counter's or gauge's current value.
+func value(c prometheus.Collector) float64 {
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	var m dto.Metric
+	if err := (<-ch).Write(&m); err != nil {
+		panic(err)
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
+
+// count is the number of series a collector exports.
+func count(c prometheus.Collector) int {
+	ch := make(chan prometheus.Metric)
+	go func() { c.Collect(ch); close(ch) }()
+	n := 0
+	for range ch {
+		n++
+	}
+	return n
+}

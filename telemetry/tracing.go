@@ -1,0 +1,103 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// TracingConfig configures [SetupTracing].
+type TracingConfig struct {
+	// Endpoint is the OTLP/HTTP endpoint URL (e.g. http://collector:4318).
+	// Empty falls back to the standard OTEL_EXPORTER_OTLP_ENDPOINT and
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variables; when none is set,
+	// tracing is off and a no-op provider is returned.
+	Endpoint string
+	// ServiceName is the service.name resource attribute (default "wrench").
+	ServiceName string
+	// ServiceVersion is the service.version resource attribute.
+	ServiceVersion string
+	// Getenv reads the environment (default: none is read, so tests are
+	// hermetic; cmd passes os.Getenv).
+	Getenv func(string) string
+	// SetGlobal also installs the provider and the W3C trace-context
+	// propagator as the OpenTelemetry globals, for libraries that use them.
+	SetGlobal bool
+	// Exporter replaces the OTLP exporter (tests pass an in-memory one);
+	// when set, tracing is on whatever Endpoint says.
+	Exporter sdktrace.SpanExporter
+}
+
+// Propagator is the trace-context propagator Wrench uses everywhere (HTTP
+// and NATS headers): W3C traceparent/tracestate plus baggage.
+func Propagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+}
+
+// SetupTracing returns the tracer provider to hand to the rest of the
+// process and a shutdown function that flushes and stops the exporter
+// (call it once, with a bounded ctx, at exit). With no endpoint configured
+// it returns a no-op provider whose spans cost nothing and a shutdown that
+// does nothing.
+func SetupTracing(ctx context.Context, cfg TracingConfig) (trace.TracerProvider, func(context.Context) error, error) {
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	endpoint := cfg.Endpoint
+	if endpoint == "" {
+		endpoint = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	}
+	envEndpoint := endpoint == "" && getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
+	disabled := strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") || getenv("OTEL_TRACES_EXPORTER") == "none"
+	if cfg.Exporter == nil && (disabled || (endpoint == "" && !envEndpoint)) {
+		var tp trace.TracerProvider = noop.NewTracerProvider()
+		if cfg.SetGlobal {
+			otel.SetTracerProvider(tp)
+			otel.SetTextMapPropagator(Propagator())
+		}
+		return tp, func(context.Context) error { return nil }, nil
+	}
+	exp := cfg.Exporter
+	if exp == nil {
+		var opts []otlptracehttp.Option
+		if endpoint != "" {
+			// The exporter reads OTEL_EXPORTER_OTLP_ENDPOINT itself; an
+			// explicit endpoint overrides it.
+			opts = append(opts, otlptracehttp.WithEndpointURL(endpoint))
+		}
+		var err error
+		exp, err = otlptracehttp.New(ctx, opts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("otlp trace exporter: %w", err)
+		}
+	}
+	name := cfg.ServiceName
+	if name == "" {
+		name = "wrench"
+	}
+	attrs := []resource.Option{resource.WithAttributes(semconv.ServiceName(name))}
+	if cfg.ServiceVersion != "" {
+		attrs = append(attrs, resource.WithAttributes(semconv.ServiceVersion(cfg.ServiceVersion)))
+	}
+	res, err := resource.New(ctx, append(attrs, resource.WithTelemetrySDK())...)
+	if err != nil {
+		return nil, nil, errors.Join(fmt.Errorf("tracing resource: %w", err), exp.Shutdown(ctx))
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	if cfg.SetGlobal {
+		otel.SetTracerProvider(tp)
+		otel.SetTextMapPropagator(Propagator())
+	}
+	return tp, tp.Shutdown, nil
+}

@@ -436,7 +436,9 @@ func TestServeFile(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	urls := make(chan string, 1)
-	go func() { errc <- scripted.ServeFile(ctx, "testdata/fix_add.yaml", "127.0.0.1:0", func(u string) { urls <- u }) }()
+	go func() {
+		errc <- scripted.ServeFile(ctx, "testdata/fix_add.yaml", "127.0.0.1:0", func(u string) { urls <- u })
+	}()
 	u := <-urls
 	resp, body := post(t, u, userReq(false))
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "Run the tests first.") {

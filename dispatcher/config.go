@@ -1,0 +1,186 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/wrenchworks/wrench/task"
+)
+
+// Runner runs one task end to end. The worker package implements it.
+//
+// Run must return when ctx is done (the task was cancelled, the worker is
+// shutting down past its grace period, or another worker took the task
+// over), after removing whatever it started (sandbox, workspace). onEvent may
+// be called from any goroutine until Run returns, never after.
+type Runner interface {
+	Run(ctx context.Context, t task.Task, attempt int, onEvent func(task.Event)) task.Report
+}
+
+// RunnerFunc adapts a function to [Runner].
+type RunnerFunc func(ctx context.Context, t task.Task, attempt int, onEvent func(task.Event)) task.Report
+
+// Run calls f.
+func (f RunnerFunc) Run(ctx context.Context, t task.Task, attempt int, onEvent func(task.Event)) task.Report {
+	return f(ctx, t, attempt, onEvent)
+}
+
+// Config configures a [Dispatcher]. Zero fields take the defaults below.
+type Config struct {
+	// Slots is how many tasks run at once (1). The dispatcher fetches a task
+	// only when a slot is free, so it never holds more than Slots.
+	Slots int
+	// WorkerID names this worker in task states and results (host-pid).
+	WorkerID string
+	// PerRepoLimit caps how many tasks of one repository (by URL) this
+	// worker runs at once; 0 means no cap. A task over the cap is held,
+	// heartbeated, until one of the same repository finishes.
+	PerRepoLimit int
+	// Grace is how long running tasks may go on after Run's ctx is done
+	// before they are cancelled and handed back; 0 hands them back at once.
+	Grace time.Duration
+	// AckWait is how long a delivery may go without an ack or heartbeat
+	// before the server hands it to another worker (30s). Heartbeats are
+	// sent every AckWait/3.
+	AckWait time.Duration
+	// MaxDeliver is how many deliveries a task gets (5). A task that asks
+	// for a retry on its last delivery, or whose worker dies on it, fails
+	// and goes to the dead-letter stream.
+	MaxDeliver int
+	// Backoff is the redelivery delay after an infrastructure fault, by
+	// attempt (the last entry repeats): 5s, 30s, 2m.
+	Backoff []time.Duration
+	// FetchWait is how long one pull waits for a task (1s); it bounds how
+	// long stopping to fetch takes.
+	FetchWait time.Duration
+	// Observer receives metrics and trace hooks (NopObserver).
+	Observer Observer
+	// Logger receives the dispatcher's log (discarded when nil).
+	Logger *slog.Logger
+}
+
+// Defaults for zero Config fields.
+const (
+	DefaultAckWait    = 30 * time.Second
+	DefaultMaxDeliver = 5
+	DefaultFetchWait  = time.Second
+)
+
+// DefaultBackoff is the default Config.Backoff.
+func DefaultBackoff() []time.Duration {
+	return []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute}
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Slots == 0 {
+		c.Slots = 1
+	}
+	if c.Slots < 0 {
+		return c, fmt.Errorf("dispatcher: Slots must be positive, got %d", c.Slots)
+	}
+	if c.PerRepoLimit < 0 {
+		return c, fmt.Errorf("dispatcher: PerRepoLimit must not be negative, got %d", c.PerRepoLimit)
+	}
+	if c.Grace < 0 {
+		return c, fmt.Errorf("dispatcher: Grace must not be negative, got %s", c.Grace)
+	}
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "worker"
+		}
+		c.WorkerID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if c.AckWait == 0 {
+		c.AckWait = DefaultAckWait
+	}
+	if c.AckWait < 300*time.Millisecond {
+		return c, fmt.Errorf("dispatcher: AckWait must be at least 300ms, got %s", c.AckWait)
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = DefaultMaxDeliver
+	}
+	if c.MaxDeliver < 1 {
+		return c, fmt.Errorf("dispatcher: MaxDeliver must be at least 1, got %d", c.MaxDeliver)
+	}
+	if len(c.Backoff) == 0 {
+		c.Backoff = DefaultBackoff()
+	}
+	if c.FetchWait == 0 {
+		c.FetchWait = DefaultFetchWait
+	}
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// backoff is the redelivery delay after attempt.
+func (c Config) backoff(attempt int) time.Duration {
+	i := min(max(attempt-1, 0), len(c.Backoff)-1)
+	return c.Backoff[i]
+}
+
+// Observer receives the dispatcher's lifecycle hooks, for metrics and
+// traces. Methods are called from many goroutines and must not block. Embed
+// [NopObserver] to implement only some.
+type Observer interface {
+	// TaskStarted is called when a delivery is about to run: attempt is the
+	// delivery count (>1 is a redelivery), queueWait the time since the task
+	// was first stored. The returned context is the run's (e.g. with a span
+	// started under the trace context the task carried).
+	TaskStarted(ctx context.Context, t task.Task, attempt int, queueWait time.Duration) context.Context
+	// TaskEvent is called for each event the runner reports.
+	TaskEvent(ctx context.Context, ev task.Event)
+	// TaskFinished is called when this worker wrote a task's final result
+	// (including rejections of invalid tasks and dead letters it handled),
+	// with the time the run took (0 when it did not run). ctx is the one
+	// TaskStarted returned, or a background one.
+	TaskFinished(ctx context.Context, res task.Result, elapsed time.Duration)
+	// TaskRequeued is called when a delivery is handed back for another
+	// attempt: reason is "retry: …" (infrastructure fault), "shutdown" or
+	// "repo_limit".
+	TaskRequeued(ctx context.Context, id string, attempt int, reason string)
+	// TaskDeadLettered is called when a task is moved to the dead-letter
+	// stream.
+	TaskDeadLettered(ctx context.Context, id string, reason string)
+	// Slots reports slot use whenever it changes.
+	Slots(busy, total int)
+	// ConsumerLag reports, every few seconds, the tasks waiting for a worker
+	// (pending) and those delivered but not acked (ackPending).
+	ConsumerLag(pending, ackPending uint64)
+}
+
+// NopObserver ignores every hook.
+type NopObserver struct{}
+
+var _ Observer = NopObserver{}
+
+// TaskStarted returns ctx.
+func (NopObserver) TaskStarted(ctx context.Context, _ task.Task, _ int, _ time.Duration) context.Context {
+	return ctx
+}
+
+// TaskEvent does nothing.
+func (NopObserver) TaskEvent(context.Context, task.Event) {}
+
+// TaskFinished does nothing.
+func (NopObserver) TaskFinished(context.Context, task.Result, time.Duration) {}
+
+// TaskRequeued does nothing.
+func (NopObserver) TaskRequeued(context.Context, string, int, string) {}
+
+// TaskDeadLettered does nothing.
+func (NopObserver) TaskDeadLettered(context.Context, string, string) {}
+
+// Slots does nothing.
+func (NopObserver) Slots(int, int) {}
+
+// ConsumerLag does nothing.
+func (NopObserver) ConsumerLag(uint64, uint64) {}

@@ -1,0 +1,393 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/task"
+)
+
+// Timeouts of the bookkeeping around a run. Writes after a run retry until
+// finishTimeout, so a NATS restart while a result is being stored loses
+// nothing.
+const (
+	opTimeout     = 10 * time.Second
+	finishTimeout = 2 * time.Minute
+)
+
+// flight is one delivery being handled.
+type flight struct {
+	d         *Dispatcher
+	msg       jetstream.Msg
+	t         task.Task
+	attempt   int
+	streamSeq uint64
+	queueWait time.Duration
+	cancel    context.CancelCauseFunc
+	lease     atomic.Pointer[queue.Lease]
+	events    atomic.Pointer[eventPump]
+}
+
+func (d *Dispatcher) track(f *flight) {
+	d.mu.Lock()
+	d.running[f] = struct{}{}
+	d.mu.Unlock()
+}
+
+func (d *Dispatcher) untrack(f *flight) {
+	d.mu.Lock()
+	delete(d.running, f)
+	d.mu.Unlock()
+}
+
+// handle takes one delivery from decoding to its acknowledgement.
+func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg) {
+	md, err := msg.Metadata()
+	if err != nil {
+		d.log.Error("drop message without metadata", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	attempt := int(md.NumDelivered)
+	id := queue.TaskIDFromSubject(msg.Subject())
+	t, err := decodeTask(msg.Data(), id)
+	if err != nil {
+		d.reject(runBase, msg, id, attempt, t, err)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(d.conn.ExtractTrace(runBase, msg.Headers()))
+	defer cancel(nil)
+	f := &flight{
+		d: d, msg: msg, t: t, attempt: attempt, cancel: cancel,
+		streamSeq: md.Sequence.Stream, queueWait: time.Since(md.Timestamp),
+	}
+	d.track(f)
+	defer d.untrack(f)
+	hb := f.startHeartbeat()
+	defer hb.stop()
+
+	release, holdErr := d.holdRepo(ctx, t)
+	defer release()
+	if holdErr != nil && errors.Is(context.Cause(ctx), errShutdown) {
+		d.log.Info("hand back held task", "task", t.ID)
+		f.nak(0)
+		d.obs.TaskRequeued(ctx, t.ID, attempt, "shutdown")
+		return
+	}
+
+	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	lease, _, err := d.conn.Acquire(opCtx, t, attempt, d.cfg.WorkerID)
+	opCancel()
+	if errors.Is(err, queue.ErrFinal) {
+		d.log.Info("delivery of a final task acked without running", "task", t.ID, "attempt", attempt)
+		f.ack(ctx)
+		return
+	}
+	if err != nil {
+		d.log.Warn("claim task", "task", t.ID, "err", err)
+		f.nak(d.cfg.backoff(attempt))
+		d.obs.TaskRequeued(ctx, t.ID, attempt, "retry: state store unavailable")
+		return
+	}
+	f.lease.Store(lease)
+	d.emit(context.WithoutCancel(ctx), task.Event{TaskID: t.ID, Kind: task.EventState, State: task.StateRunning})
+	opCtx, opCancel = context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	if ok, err := d.conn.CancelRequested(opCtx, t.ID); ok {
+		cancel(errCancelled)
+	} else if err != nil {
+		d.log.Warn("check cancel request", "task", t.ID, "err", err)
+	}
+	opCancel()
+
+	runCtx := d.obs.TaskStarted(ctx, t, attempt, f.queueWait)
+	pump := d.newEventPump(runCtx, f)
+	f.events.Store(pump)
+	start := time.Now()
+	var rep task.Report
+	if ctx.Err() == nil {
+		d.log.Info("task started", "task", t.ID, "attempt", attempt)
+		rep = d.runner.Run(runCtx, t, attempt, pump.send)
+	}
+	elapsed := time.Since(start)
+	pump.close()
+	f.conclude(runCtx, rep, context.Cause(ctx), elapsed)
+}
+
+// decodeTask parses and validates a task message. The message subject names
+// the task; a body naming another id is invalid.
+func decodeTask(data []byte, id string) (task.Task, error) {
+	t, err := task.Decode(data)
+	if err != nil {
+		return task.Task{}, err
+	}
+	if t.ID == "" {
+		t.ID = id
+	}
+	if err := t.Validate(); err != nil {
+		return t, err
+	}
+	if id == "" || t.ID != id {
+		return t, &task.ValidationError{Fields: []task.FieldError{{Field: "id", Problem: fmt.Sprintf("%q does not match the message subject", t.ID)}}}
+	}
+	return t, nil
+}
+
+// reject ends an invalid task: a rejected result (when the task can be
+// named) and Term, so it is never delivered again.
+func (d *Dispatcher) reject(ctx context.Context, msg jetstream.Msg, id string, attempt int, t task.Task, verr error) {
+	d.log.Warn("reject invalid task", "task", id, "err", verr)
+	if id != "" {
+		var tp *task.Task
+		if t.ID == id {
+			tp = &t
+		}
+		res := task.Result{Status: task.StateRejected, Reason: verr.Error(), Attempt: attempt, Worker: d.cfg.WorkerID}
+		opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+		defer cancel()
+		st, written, err := d.conn.Settle(opCtx, id, tp, res)
+		if err != nil {
+			d.log.Warn("record rejection", "task", id, "err", err)
+			_ = msg.NakWithDelay(d.cfg.backoff(attempt))
+			return
+		}
+		if written {
+			d.emit(opCtx, queue.ResultEvent(st))
+			d.obs.TaskFinished(ctx, *st.Result, 0)
+		}
+	}
+	if err := msg.Term(); err != nil {
+		d.log.Warn("term invalid task", "task", id, "err", err)
+	}
+}
+
+// conclude maps how the run ended to the task's final state and the
+// delivery's acknowledgement.
+func (f *flight) conclude(ctx context.Context, rep task.Report, cause error, elapsed time.Duration) {
+	d, t := f.d, f.t
+	switch {
+	case errors.Is(cause, errLostLease):
+		// Another worker holds the current delivery: leave it alone.
+		d.log.Warn("task taken over by another worker; result discarded", "task", t.ID, "attempt", f.attempt)
+	case errors.Is(cause, errShutdown):
+		d.log.Info("hand back task at shutdown", "task", t.ID, "attempt", f.attempt)
+		f.requeue(ctx, "worker shutdown: handed back", 0)
+		d.obs.TaskRequeued(ctx, t.ID, f.attempt, "shutdown")
+	case errors.Is(cause, errCancelled):
+		res := rep.Result
+		res.Status = task.StateCancelled
+		res.Reason = "cancelled"
+		f.finish(ctx, res, rep.Artifacts, elapsed, f.ack)
+	case rep.Retry && f.attempt < d.cfg.MaxDeliver:
+		reason := "retry: " + orUnknown(rep.Result.Reason)
+		d.log.Warn("infrastructure fault; task handed back", "task", t.ID, "attempt", f.attempt, "reason", rep.Result.Reason)
+		f.requeue(ctx, reason, d.cfg.backoff(f.attempt))
+		d.obs.TaskRequeued(ctx, t.ID, f.attempt, reason)
+	case rep.Retry:
+		reason := fmt.Sprintf("deliveries exhausted (%d): %s", f.attempt, orUnknown(rep.Result.Reason))
+		res := rep.Result
+		res.Status = task.StateFailed
+		res.Reason = reason
+		opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
+		err := retry(opCtx, func() error {
+			return d.conn.DeadLetter(opCtx, t.ID, f.msg.Data(), f.msg.Headers(), f.streamSeq, f.attempt, reason)
+		})
+		if err != nil {
+			d.log.Error("dead-letter task", "task", t.ID, "err", err)
+		} else {
+			d.obs.TaskDeadLettered(ctx, t.ID, reason)
+		}
+		f.finish(ctx, res, rep.Artifacts, elapsed, func(context.Context) {
+			if err := f.msg.Term(); err != nil {
+				d.log.Warn("term dead task", "task", t.ID, "err", err)
+			}
+		})
+	default:
+		res := rep.Result
+		if !res.Status.Final() {
+			res.Status = task.StateFailed
+			res.Reason = fmt.Sprintf("runner returned no final state (%q): %s", rep.Result.Status, rep.Result.Reason)
+		}
+		f.finish(ctx, res, rep.Artifacts, elapsed, f.ack)
+	}
+}
+
+// finish stores the artifacts and the final result, publishes the result
+// event, then settles the delivery with done. When another worker's result
+// won, the delivery is left alone.
+func (f *flight) finish(ctx context.Context, res task.Result, artifacts map[string][]byte, elapsed time.Duration, done func(context.Context)) {
+	d, t := f.d, f.t
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	if res.Timings.QueueWait == 0 {
+		res.Timings.QueueWait = f.queueWait
+	}
+	if len(artifacts) > 0 {
+		var names []string
+		err := retry(opCtx, func() (err error) {
+			names, err = d.conn.PutArtifacts(opCtx, t.ID, artifacts)
+			return err
+		})
+		if err != nil {
+			// Without ack the task is redelivered and runs again.
+			d.log.Error("store artifacts; task will be redelivered", "task", t.ID, "err", err)
+			return
+		}
+		res.Artifacts = mergeNames(res.Artifacts, names)
+	}
+	lease := f.lease.Load()
+	var st task.Status
+	err := retry(opCtx, func() (err error) {
+		st, err = lease.Finish(opCtx, res)
+		return err
+	})
+	if errors.Is(err, queue.ErrLostLease) {
+		d.log.Warn("another worker finished the task; result discarded", "task", t.ID, "attempt", f.attempt)
+		return
+	}
+	if err != nil {
+		d.log.Error("write final result; task will be redelivered", "task", t.ID, "err", err)
+		return
+	}
+	d.emit(opCtx, queue.ResultEvent(st))
+	done(opCtx)
+	d.log.Info("task finished", "task", t.ID, "attempt", f.attempt, "status", st.State, "reason", st.Reason)
+	d.obs.TaskFinished(ctx, *st.Result, elapsed)
+}
+
+// requeue hands the delivery back: state queued with reason, Nak after delay.
+func (f *flight) requeue(ctx context.Context, reason string, delay time.Duration) {
+	if lease := f.lease.Load(); lease != nil {
+		opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+		err := lease.Requeue(opCtx, reason)
+		cancel()
+		if err != nil {
+			f.d.log.Warn("record hand-back", "task", f.t.ID, "err", err)
+			if errors.Is(err, queue.ErrLostLease) {
+				return
+			}
+		}
+		f.d.emit(context.WithoutCancel(ctx), task.Event{TaskID: f.t.ID, Kind: task.EventState, State: task.StateQueued, Text: reason})
+	}
+	f.nak(delay)
+}
+
+func (f *flight) nak(delay time.Duration) {
+	var err error
+	if delay > 0 {
+		err = f.msg.NakWithDelay(delay)
+	} else {
+		err = f.msg.Nak()
+	}
+	if err != nil {
+		f.d.log.Warn("nak task", "task", f.t.ID, "err", err)
+	}
+}
+
+// ack acknowledges the delivery and waits for the server to confirm; if the
+// ack is lost the task is redelivered, found final and acked then.
+func (f *flight) ack(ctx context.Context) {
+	err := retry(ctx, func() error {
+		actx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
+		return f.msg.DoubleAck(actx)
+	})
+	if err != nil {
+		f.d.log.Warn("ack task", "task", f.t.ID, "err", err)
+	}
+}
+
+// retry calls fn until it succeeds, fails with a lost lease, or ctx ends.
+func retry(ctx context.Context, fn func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || errors.Is(err, queue.ErrLostLease) || errors.Is(err, queue.ErrFinal) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// emit publishes ev best effort, within opTimeout or ctx.
+func (d *Dispatcher) emit(ctx context.Context, ev task.Event) {
+	if ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if err := d.conn.PublishEvent(ctx, ev); err != nil {
+		d.log.Warn("publish event", "task", ev.TaskID, "kind", ev.Kind, "err", err)
+	}
+}
+
+// holdRepo waits until this worker runs fewer than PerRepoLimit tasks of t's
+// repository, and returns the release of the place it took.
+func (d *Dispatcher) holdRepo(ctx context.Context, t task.Task) (func(), error) {
+	if d.cfg.PerRepoLimit == 0 {
+		return func() {}, nil
+	}
+	key := repoKey(t.Repo.URL)
+	for {
+		d.mu.Lock()
+		if d.repos[key] < d.cfg.PerRepoLimit {
+			d.repos[key]++
+			d.mu.Unlock()
+			return sync.OnceFunc(func() {
+				d.mu.Lock()
+				defer d.mu.Unlock()
+				if d.repos[key]--; d.repos[key] <= 0 {
+					delete(d.repos, key)
+				}
+				close(d.repoCh)
+				d.repoCh = make(chan struct{})
+			}), nil
+		}
+		ch := d.repoCh
+		d.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return func() {}, context.Cause(ctx)
+		}
+	}
+}
+
+// repoKey identifies a repository for the per-repository limit.
+func repoKey(url string) string {
+	u := strings.ToLower(strings.TrimSpace(url))
+	u = strings.TrimSuffix(strings.TrimSuffix(u, "/"), ".git")
+	return u
+}
+
+func mergeNames(a, b []string) []string {
+	seen := make(map[string]bool, len(a)+len(b))
+	var out []string
+	for _, n := range append(append([]string(nil), a...), b...) {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown infrastructure fault"
+	}
+	return s
+}

@@ -1,0 +1,195 @@
+package dispatcher_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/task"
+)
+
+// waitLimit bounds every wait in these tests so a bug hangs no test for
+// long; it is not a speed assertion.
+const waitLimit = 60 * time.Second
+
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("WRENCH_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// startNATS runs an in-process JetStream server for the test.
+func startNATS(t testing.TB, listen string) *queue.Embedded {
+	t.Helper()
+	e, err := queue.StartEmbedded(context.Background(), queue.EmbeddedConfig{DataDir: t.TempDir(), Listen: listen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	return e
+}
+
+// connect opens a Conn to e (in-process).
+func connect(t testing.TB, e *queue.Embedded) *queue.Conn {
+	t.Helper()
+	c, err := queue.Connect(context.Background(), queue.Config{ConnectOptions: []nats.Option{e.ConnectOption()}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// newTask is a valid task with the given id.
+func newTask(id string) task.Task {
+	return task.Task{ID: id, Repo: task.Repo{URL: "https://example.com/r.git"}, Instruction: "fix it"}
+}
+
+// fakeRunner plays a scripted outcome per task; by default it resolves at
+// once. It records every Run call.
+type fakeRunner struct {
+	mu      sync.Mutex
+	calls   map[string][]int // task id -> attempts run
+	started chan string      // receives the id of every run, if not nil
+	active  atomic.Int32
+	peak    atomic.Int32
+	// behave, when set, decides the report (and may block on ctx).
+	behave func(ctx context.Context, t task.Task, attempt int, onEvent func(task.Event)) task.Report
+}
+
+func newFakeRunner() *fakeRunner {
+	return &fakeRunner{calls: map[string][]int{}, started: make(chan string, 1000)}
+}
+
+func (r *fakeRunner) Run(ctx context.Context, t task.Task, attempt int, onEvent func(task.Event)) task.Report {
+	n := r.active.Add(1)
+	defer r.active.Add(-1)
+	for {
+		p := r.peak.Load()
+		if n <= p || r.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	r.mu.Lock()
+	r.calls[t.ID] = append(r.calls[t.ID], attempt)
+	r.mu.Unlock()
+	if r.started != nil {
+		select {
+		case r.started <- t.ID:
+		default:
+		}
+	}
+	if r.behave != nil {
+		return r.behave(ctx, t, attempt, onEvent)
+	}
+	return resolved(t)
+}
+
+func (r *fakeRunner) runs(id string) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int(nil), r.calls[id]...)
+}
+
+func resolved(t task.Task) task.Report {
+	return task.Report{
+		Result:    task.Result{Status: task.StateResolved, Reason: "finished", Patch: "--- a\n+++ b\n"},
+		Artifacts: map[string][]byte{"patch.diff": []byte("--- a\n+++ b\n")},
+	}
+}
+
+// blockUntilCancelled runs until ctx is done, then reports what a worker
+// reports for a cancelled run.
+func blockUntilCancelled(ctx context.Context, t task.Task, _ int, _ func(task.Event)) task.Report {
+	<-ctx.Done()
+	return task.Report{Result: task.Result{Status: task.StateCancelled, Reason: "cancelled"}}
+}
+
+// runDispatcher runs d until the test ends (or stop is called) and returns
+// stop, which cancels Run and waits for it.
+func runDispatcher(t testing.TB, d *dispatcher.Dispatcher) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	stop = sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("dispatcher Run: %v", err)
+		}
+	})
+	t.Cleanup(stop)
+	return stop
+}
+
+func newDispatcher(t testing.TB, c *queue.Conn, r dispatcher.Runner, cfg dispatcher.Config) *dispatcher.Dispatcher {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	if cfg.FetchWait == 0 {
+		cfg.FetchWait = 200 * time.Millisecond
+	}
+	d, err := dispatcher.New(c, r, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// waitFor polls cond until it holds or waitLimit passes.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitFinal waits until task id is final and returns its status.
+func waitFinal(t testing.TB, c *queue.Conn, id string) task.Status {
+	t.Helper()
+	var st task.Status
+	waitFor(t, "final state of "+id, func() bool {
+		var err error
+		st, err = c.Status(context.Background(), id)
+		return err == nil && st.State.Final()
+	})
+	return st
+}
+
+// waitState waits until task id is in state s.
+func waitState(t testing.TB, c *queue.Conn, id string, s task.State) task.Status {
+	t.Helper()
+	var st task.Status
+	waitFor(t, string(s)+" state of "+id, func() bool {
+		var err error
+		st, err = c.Status(context.Background(), id)
+		return err == nil && st.State == s
+	})
+	return st
+}
+
+func submit(t testing.TB, c *queue.Conn, tk task.Task) task.Status {
+	t.Helper()
+	st, dup, err := c.Submit(context.Background(), tk)
+	if err != nil {
+		t.Fatalf("submit %s: %v", tk.ID, err)
+	}
+	if dup {
+		t.Fatalf("submit %s: unexpected duplicate", tk.ID)
+	}
+	return st
+}

@@ -1,0 +1,153 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/wrenchworks/wrench/task"
+)
+
+// resultGrace is how long Events waits, after the state turned final, for
+// the result event to arrive before it makes one up from the state record
+// (the event may have aged out, or its publisher died before sending it).
+const resultGrace = time.Second
+
+// PublishEvent publishes ev on wrench.events.<ev.TaskID>, stamping its Time
+// when zero. Seq is assigned by the stream and reported by [Conn.Events].
+func (c *Conn) PublishEvent(ctx context.Context, ev task.Event) error {
+	if !validID(ev.TaskID) {
+		return fmt.Errorf("publish event: invalid task id %q", ev.TaskID)
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	ev.Seq = 0
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("publish event of %s: encode: %w", ev.TaskID, err)
+	}
+	if _, err := c.js.Publish(ctx, EventSubjectPrefix+ev.TaskID, data); err != nil {
+		return fmt.Errorf("publish event of %s: %w", ev.TaskID, err)
+	}
+	return nil
+}
+
+// emit publishes ev best effort: events are a view, the state record is the
+// truth.
+func (c *Conn) emit(ctx context.Context, ev task.Event) {
+	if err := c.PublishEvent(ctx, ev); err != nil {
+		c.log.Warn("publish event", "task", ev.TaskID, "kind", ev.Kind, "err", err)
+	}
+}
+
+// Events streams the events of task id whose Seq is greater than fromSeq
+// (0: all that are stored): first the stored ones, then live ones as they are
+// published. Each event's Seq is its stream sequence, usable as an SSE event
+// id to resume from. The channel is closed after the result event, or when
+// ctx is done. When the task is final but its result event is not stored
+// (aged out), a result event is made from the state record. An unknown id
+// gives an error wrapping [ErrNotFound].
+func (c *Conn) Events(ctx context.Context, id string, fromSeq uint64) (<-chan task.Event, error) {
+	if _, err := c.Status(ctx, id); err != nil {
+		return nil, err
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{EventSubjectPrefix + id}}
+	if fromSeq > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = fromSeq + 1
+	}
+	cons, err := c.events.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("follow events of %s: %w", id, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	msgs := make(chan jetstream.Msg, 64)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-ctx.Done():
+		}
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("follow events of %s: %w", id, err)
+	}
+	w, err := c.kv.Watch(ctx, stateKey(id))
+	if err != nil {
+		cc.Stop()
+		cancel()
+		return nil, fmt.Errorf("follow state of %s: %w", id, err)
+	}
+	out := make(chan task.Event)
+	go func() {
+		defer close(out)
+		defer cancel()
+		defer func() { _ = w.Stop() }()
+		defer cc.Stop()
+		var final *task.Status
+		grace := time.NewTimer(time.Hour)
+		grace.Stop()
+		defer grace.Stop()
+		send := func(ev task.Event) bool {
+			select {
+			case out <- ev:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m := <-msgs:
+				var ev task.Event
+				if err := json.Unmarshal(m.Data(), &ev); err != nil {
+					c.log.Warn("skip undecodable event", "task", id, "err", err)
+					continue
+				}
+				if md, err := m.Metadata(); err == nil {
+					ev.Seq = md.Sequence.Stream
+				}
+				if !send(ev) || ev.Kind == task.EventResult {
+					return
+				}
+				if final != nil {
+					grace.Reset(resultGrace)
+				}
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil || e.Operation() != jetstream.KeyValuePut || final != nil {
+					continue
+				}
+				var st task.Status
+				if json.Unmarshal(e.Value(), &st) == nil && st.State.Final() {
+					final = &st
+					grace.Reset(resultGrace)
+				}
+			case <-grace.C:
+				send(resultEvent(*final))
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// resultEvent is the result event for a final status.
+func resultEvent(st task.Status) task.Event {
+	ev := task.Event{TaskID: st.TaskID, Time: st.UpdatedAt, Kind: task.EventResult, State: st.State, Result: st.Result}
+	if ev.Result == nil {
+		ev.Result = &task.Result{TaskID: st.TaskID, Status: st.State, Reason: st.Reason, Attempt: st.Attempt, Worker: st.Worker, FinishedAt: st.UpdatedAt}
+	}
+	return ev
+}
+
+// ResultEvent returns the result event announcing st (which must be final).
+func ResultEvent(st task.Status) task.Event { return resultEvent(st) }

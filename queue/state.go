@@ -1,0 +1,364 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/wrenchworks/wrench/task"
+)
+
+const (
+	stateKeyPrefix  = "task."
+	cancelKeyPrefix = "cancel."
+	// casRetries bounds compare-and-set loops; a task's key is written by at
+	// most a submitter, a canceller and one or two workers, so conflicts are
+	// few.
+	casRetries = 20
+)
+
+func stateKey(id string) string  { return stateKeyPrefix + id }
+func cancelKey(id string) string { return cancelKeyPrefix + id }
+
+// entry is a decoded state record with its KV revision.
+type entry struct {
+	st  task.Status
+	rev uint64
+}
+
+func (c *Conn) get(ctx context.Context, id string) (entry, error) {
+	e, err := c.kv.Get(ctx, stateKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return entry{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return entry{}, fmt.Errorf("read state of %s: %w", id, err)
+	}
+	var st task.Status
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		return entry{}, fmt.Errorf("decode state of %s: %w", id, err)
+	}
+	return entry{st: st, rev: e.Revision()}, nil
+}
+
+// encodeStatus marshals st, dropping the inline patch when the record would
+// not fit in a NATS message (the patch is in the artifact store anyway).
+func (c *Conn) encodeStatus(st task.Status) ([]byte, error) {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("encode state of %s: %w", st.TaskID, err)
+	}
+	limit := int(c.nc.MaxPayload()) - 4096
+	if len(b) > limit && st.Result != nil && st.Result.Patch != "" {
+		r := *st.Result
+		r.Patch = ""
+		st.Result = &r
+		if b, err = json.Marshal(st); err != nil {
+			return nil, fmt.Errorf("encode state of %s: %w", st.TaskID, err)
+		}
+	}
+	return b, nil
+}
+
+// create writes st as a new key; ErrKeyExists when it is there already.
+func (c *Conn) create(ctx context.Context, st task.Status) (uint64, error) {
+	b, err := c.encodeStatus(st)
+	if err != nil {
+		return 0, err
+	}
+	return c.kv.Create(ctx, stateKey(st.TaskID), b)
+}
+
+func (c *Conn) update(ctx context.Context, st task.Status, rev uint64) (uint64, error) {
+	b, err := c.encodeStatus(st)
+	if err != nil {
+		return 0, err
+	}
+	return c.kv.Update(ctx, stateKey(st.TaskID), b, rev)
+}
+
+func isConflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
+}
+
+// transition applies fn to the current state of id (or to init when the key
+// is absent and init is not nil) and writes it with compare-and-set,
+// retrying on conflicts. fn returns false to leave the state as it is.
+func (c *Conn) transition(ctx context.Context, id string, init *task.Status, fn func(*task.Status) bool) (task.Status, uint64, bool, error) {
+	for range casRetries {
+		e, err := c.get(ctx, id)
+		if errors.Is(err, ErrNotFound) && init != nil {
+			st := *init
+			if !fn(&st) {
+				return st, 0, false, nil
+			}
+			rev, err := c.create(ctx, st)
+			if isConflict(err) {
+				continue
+			}
+			if err != nil {
+				return task.Status{}, 0, false, fmt.Errorf("write state of %s: %w", id, err)
+			}
+			return st, rev, true, nil
+		}
+		if err != nil {
+			return task.Status{}, 0, false, err
+		}
+		st := e.st
+		if !fn(&st) {
+			return e.st, e.rev, false, nil
+		}
+		rev, err := c.update(ctx, st, e.rev)
+		if isConflict(err) {
+			continue
+		}
+		if err != nil {
+			return task.Status{}, 0, false, fmt.Errorf("write state of %s: %w", id, err)
+		}
+		return st, rev, true, nil
+	}
+	return task.Status{}, 0, false, fmt.Errorf("write state of %s: too many concurrent updates", id)
+}
+
+// Lease is a worker's claim on one delivery of a task: the state record says
+// it runs the task (worker id and attempt), and every later write checks that
+// this is still so. A Lease is safe for concurrent use.
+type Lease struct {
+	c       *Conn
+	id      string
+	worker  string
+	attempt int
+
+	mu  sync.Mutex
+	rev uint64
+	st  task.Status
+}
+
+// Acquire marks t as running by worker on the given attempt (the delivery
+// count) and returns the lease. A task already final yields its status and
+// an error wrapping [ErrFinal]: the delivery is a duplicate to ack without
+// running. A task without a state record (published by something other than
+// [Conn.Submit]) gets one. A running record of another worker or attempt is
+// taken over: JetStream redelivered the task because its holder stopped
+// heartbeating.
+func (c *Conn) Acquire(ctx context.Context, t task.Task, attempt int, worker string) (*Lease, task.Status, error) {
+	now := time.Now().UTC()
+	init := &task.Status{TaskID: t.ID, State: task.StateQueued, Task: &t, CreatedAt: createdAt(t, now)}
+	var final bool
+	st, rev, _, err := c.transition(ctx, t.ID, init, func(s *task.Status) bool {
+		if s.State.Final() {
+			final = true
+			return false
+		}
+		s.State = task.StateRunning
+		s.Attempt = attempt
+		s.Worker = worker
+		s.Reason = ""
+		s.Progress = nil
+		s.UpdatedAt = now
+		if s.Task == nil {
+			s.Task = &t
+		}
+		return true
+	})
+	if err != nil {
+		return nil, task.Status{}, err
+	}
+	if final {
+		return nil, st, fmt.Errorf("%s: %w (%s)", t.ID, ErrFinal, st.State)
+	}
+	return &Lease{c: c, id: t.ID, worker: worker, attempt: attempt, rev: rev, st: st}, st, nil
+}
+
+// Status returns the state as last written through the lease.
+func (l *Lease) Status() task.Status {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st
+}
+
+// write applies fn as the lease holder. A conflict re-reads the record: when
+// it still names this worker and attempt and is not final, the write is
+// retried; when it is final by this lease (an earlier write whose reply was
+// lost), ok reports that; otherwise the lease is lost.
+func (l *Lease) write(ctx context.Context, fn func(*task.Status)) (task.Status, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for range casRetries {
+		st := l.st
+		fn(&st)
+		st.UpdatedAt = time.Now().UTC()
+		rev, err := l.c.update(ctx, st, l.rev)
+		if err == nil {
+			l.st, l.rev = st, rev
+			return st, nil
+		}
+		if !isConflict(err) {
+			return task.Status{}, fmt.Errorf("write state of %s: %w", l.id, err)
+		}
+		e, err := l.c.get(ctx, l.id)
+		if err != nil {
+			return task.Status{}, err
+		}
+		if e.st.Worker != l.worker || e.st.Attempt != l.attempt {
+			return e.st, fmt.Errorf("%s: %w (now %s attempt %d)", l.id, ErrLostLease, e.st.Worker, e.st.Attempt)
+		}
+		if e.st.State.Final() {
+			if mine := st.Result; mine != nil && e.st.Result != nil &&
+				e.st.Result.Worker == mine.Worker && e.st.Result.Attempt == mine.Attempt &&
+				e.st.Result.FinishedAt.Equal(mine.FinishedAt) {
+				l.st, l.rev = e.st, e.rev
+				return e.st, nil
+			}
+			return e.st, fmt.Errorf("%s: %w (final: %s)", l.id, ErrLostLease, e.st.State)
+		}
+		if e.st.State == task.StateQueued {
+			return e.st, fmt.Errorf("%s: %w (requeued)", l.id, ErrLostLease)
+		}
+		l.st, l.rev = e.st, e.rev
+	}
+	return task.Status{}, fmt.Errorf("write state of %s: too many concurrent updates", l.id)
+}
+
+// Update changes the running state as the lease holder (state verifying,
+// progress). It returns an error wrapping [ErrLostLease] when the task was
+// taken over.
+func (l *Lease) Update(ctx context.Context, fn func(*task.Status)) error {
+	_, err := l.write(ctx, func(s *task.Status) {
+		fn(s)
+		s.Worker, s.Attempt = l.worker, l.attempt
+		if s.State.Final() || !s.State.Valid() {
+			s.State = task.StateRunning
+		}
+	})
+	return err
+}
+
+// Touch rewrites the record unchanged but for UpdatedAt: a liveness mark and
+// an ownership check.
+func (l *Lease) Touch(ctx context.Context) error {
+	return l.Update(ctx, func(*task.Status) {})
+}
+
+// Finish writes res as the task's final result. Exactly one Finish (or
+// other final write) wins per task; a loser gets [ErrLostLease]. Finish may be
+// retried after a transport error: if the earlier write landed, the retry
+// succeeds with the same status.
+func (l *Lease) Finish(ctx context.Context, res task.Result) (task.Status, error) {
+	if !res.Status.Final() {
+		return task.Status{}, fmt.Errorf("finish %s: %q is not a final state", l.id, res.Status)
+	}
+	res.TaskID, res.Worker, res.Attempt = l.id, l.worker, l.attempt
+	if res.FinishedAt.IsZero() {
+		res.FinishedAt = time.Now().UTC()
+	}
+	return l.write(ctx, func(s *task.Status) {
+		s.State = res.Status
+		s.Reason = res.Reason
+		s.Result = &res
+		s.Progress = nil
+	})
+}
+
+// Requeue hands the task back: state queued with reason, ready for the next
+// delivery.
+func (l *Lease) Requeue(ctx context.Context, reason string) error {
+	_, err := l.write(ctx, func(s *task.Status) {
+		s.State = task.StateQueued
+		s.Reason = reason
+		s.Progress = nil
+	})
+	return err
+}
+
+// Settle writes res as the final result of id whatever its non-final state
+// (queued, or running by a worker that is gone), creating the record from t
+// when there is none. It is how rejections, dead letters and cancellations of
+// queued tasks end a task. written is false when the task was already final;
+// st is then the existing status.
+func (c *Conn) Settle(ctx context.Context, id string, t *task.Task, res task.Result) (st task.Status, written bool, err error) {
+	if !res.Status.Final() {
+		return task.Status{}, false, fmt.Errorf("settle %s: %q is not a final state", id, res.Status)
+	}
+	now := time.Now().UTC()
+	res.TaskID = id
+	if res.FinishedAt.IsZero() {
+		res.FinishedAt = now
+	}
+	init := &task.Status{TaskID: id, Task: t, CreatedAt: now}
+	if t != nil {
+		init.CreatedAt = createdAt(*t, now)
+	}
+	st, _, written, err = c.transition(ctx, id, init, func(s *task.Status) bool {
+		if s.State.Final() {
+			return false
+		}
+		s.State = res.Status
+		s.Reason = res.Reason
+		s.Result = &res
+		s.Progress = nil
+		s.UpdatedAt = now
+		if res.Attempt == 0 {
+			res.Attempt = s.Attempt
+		}
+		return true
+	})
+	return st, written, err
+}
+
+// CancelRequested reports whether a cancellation of id was requested.
+func (c *Conn) CancelRequested(ctx context.Context, id string) (bool, error) {
+	_, err := c.kv.Get(ctx, cancelKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read cancel request of %s: %w", id, err)
+	}
+	return true, nil
+}
+
+// WatchCancels delivers the id of every cancellation requested from now on,
+// until ctx is done; the channel is then closed. Dispatchers route these to
+// their running tasks.
+func (c *Conn) WatchCancels(ctx context.Context) (<-chan string, error) {
+	w, err := c.kv.Watch(ctx, cancelKeyPrefix+"*", jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("watch cancel requests: %w", err)
+	}
+	out := make(chan string)
+	go func() {
+		defer close(out)
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				select {
+				case out <- e.Key()[len(cancelKeyPrefix):]:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+func createdAt(t task.Task, now time.Time) time.Time {
+	if t.CreatedAt.IsZero() {
+		return now
+	}
+	return t.CreatedAt
+}

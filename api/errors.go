@@ -1,0 +1,68 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/wrenchworks/wrench/task"
+)
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Error string `json:"error"`
+	// Fields lists the fields at fault of an invalid request (400).
+	Fields []task.FieldError `json:"fields,omitempty"`
+}
+
+// Sentinels a [Client] error matches with errors.Is, by HTTP status.
+var (
+	// ErrInvalid is a 400: the request (usually the task) is invalid;
+	// the *Error's Fields say which fields are at fault.
+	ErrInvalid = errors.New("api: invalid request")
+	// ErrUnauthorized is a 401: the token is missing or wrong.
+	ErrUnauthorized = errors.New("api: unauthorized")
+	// ErrNotFound is a 404: no task has that id.
+	ErrNotFound = errors.New("api: not found")
+	// ErrConflict is a 409: the task is not in a state that allows the
+	// request (e.g. no patch before it is final).
+	ErrConflict = errors.New("api: conflict")
+	// ErrTooLarge is a 413: the request body exceeds the server's limit.
+	ErrTooLarge = errors.New("api: request body too large")
+)
+
+// Error is a non-2xx answer from the server, as a [Client] reports it.
+type Error struct {
+	StatusCode int
+	Message    string
+	Fields     []task.FieldError
+}
+
+func (e *Error) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.StatusCode)
+	}
+	s := fmt.Sprintf("server answered %d: %s", e.StatusCode, msg)
+	for _, f := range e.Fields {
+		s += fmt.Sprintf("\n  %s: %s", f.Field, f.Problem)
+	}
+	return s
+}
+
+// Is matches the sentinel of e's status code.
+func (e *Error) Is(target error) bool {
+	switch e.StatusCode {
+	case http.StatusBadRequest:
+		return target == ErrInvalid
+	case http.StatusUnauthorized:
+		return target == ErrUnauthorized
+	case http.StatusNotFound:
+		return target == ErrNotFound
+	case http.StatusConflict:
+		return target == ErrConflict
+	case http.StatusRequestEntityTooLarge:
+		return target == ErrTooLarge
+	}
+	return false
+}

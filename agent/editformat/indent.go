@@ -1,0 +1,94 @@
+package editformat
+
+import "strings"
+
+// matchLeadingWhitespace is aider's matcher for a SEARCH text whose
+// indentation is off by the same amount on every line. SEARCH and REPLACE
+// are first outdented by the smallest indent of their non-blank lines; then
+// whole lines must match except for one common prefix of whitespace, which
+// is added to the non-blank REPLACE lines.
+func matchLeadingWhitespace(orig, search, replace string, from int) (span, bool) {
+	part, repl := splitKeep(search), splitKeep(replace)
+	if len(part) == 0 {
+		return span{}, false
+	}
+	minIndent := -1
+	for _, group := range [][]string{part, repl} {
+		for _, l := range group {
+			if strings.TrimSpace(l) != "" {
+				if n := indentLen(l); minIndent < 0 || n < minIndent {
+					minIndent = n
+				}
+			}
+		}
+	}
+	if minIndent > 0 {
+		part, repl = outdent(part, minIndent), outdent(repl, minIndent)
+	}
+	lines := origLines(orig)
+	for i := firstLineFrom(lines, from); i+len(part) <= len(lines); i++ {
+		window := lines[i : i+len(part)]
+		add, ok := commonIndent(orig, window, part)
+		if !ok {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range repl {
+			if strings.TrimSpace(r) != "" {
+				b.WriteString(add)
+			}
+			b.WriteString(r)
+		}
+		return span{start: window[0].start, end: window[len(window)-1].end, repl: b.String()}, true
+	}
+	return span{}, false
+}
+
+// commonIndent reports whether each file line in window is its part line
+// with one common whitespace prefix (blank lines excepted) and returns it.
+func commonIndent(orig string, window []origLine, part []string) (string, bool) {
+	prefix, seen := "", false
+	for j, l := range window {
+		w, p := orig[l.start:l.end], part[j]
+		if lstrip(w) != lstrip(p) {
+			return "", false
+		}
+		if strings.TrimSpace(w) == "" {
+			continue
+		}
+		if len(w) < len(p) || w[len(w)-len(p):] != p {
+			return "", false
+		}
+		add := w[:len(w)-len(p)]
+		if seen && add != prefix {
+			return "", false
+		}
+		prefix, seen = add, true
+	}
+	return prefix, seen
+}
+
+// splitKeep splits s into lines that keep their "\n".
+func splitKeep(s string) []string {
+	lines := strings.SplitAfter(s, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
+}
+
+func lstrip(s string) string { return strings.TrimLeft(s, " \t\r\n\v\f") }
+
+func indentLen(s string) int { return len(s) - len(strings.TrimLeft(s, " \t")) }
+
+// outdent removes n leading bytes from every non-blank line.
+func outdent(lines []string, n int) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		if strings.TrimSpace(l) != "" {
+			l = l[n:]
+		}
+		out[i] = l
+	}
+	return out
+}

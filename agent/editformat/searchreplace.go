@@ -1,0 +1,288 @@
+package editformat
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Block is one SEARCH/REPLACE block.
+type Block struct {
+	// Path is the file named on the line before the block (aider style),
+	// or inherited from the previous block; empty when there is none.
+	Path string
+	// Search is the text to find and Replace what replaces it; each line of
+	// either ends in "\n". An empty Search means the whole file.
+	Search, Replace string
+}
+
+// srBlock is a parsed block with where it came from.
+type srBlock struct {
+	Block
+	line   int  // 1-based line of the SEARCH marker
+	legacy bool // opened with <<<<<<< SEARCH
+}
+
+// ParseSearchReplace parses SEARCH/REPLACE blocks: Cline's
+// "------- SEARCH" / "=======" / "+++++++ REPLACE" (3 or more marker
+// characters, an optional ">" after SEARCH or REPLACE) and the legacy
+// "<<<<<<< SEARCH" / ">>>>>>> REPLACE", as a bare diff or inside a chat reply
+// with prose and ``` fences (aider's edit blocks). Text outside blocks is
+// ignored. Broken markers return a [*SearchReplaceError] of kind
+// [KindMalformed]: see the package doc for which.
+//
+// A <<<<<<< block in a reply must name its file on a line before it (or
+// before its opening fence), or inherit the previous block's; only a block
+// at the very start of the text may go without. [ApplySearchReplace], whose
+// caller names the file, does not ask for one.
+func ParseSearchReplace(diff string) ([]Block, error) {
+	parsed, err := parseSearchReplace(diff, true)
+	if err != nil {
+		return nil, err
+	}
+	blocks := make([]Block, len(parsed))
+	for i, b := range parsed {
+		blocks[i] = b.Block
+	}
+	return blocks, nil
+}
+
+type srState int
+
+const (
+	srOutside srState = iota
+	srSearch
+	srReplace
+)
+
+// parseSearchReplace splits diff into blocks; requirePath asks <<<<<<< blocks
+// inside a reply for a filename.
+func parseSearchReplace(diff string, requirePath bool) ([]srBlock, error) {
+	lines := strings.Split(diff, "\n")
+	if len(lines) > 1 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	// A last line that is the start of a marker was cut off mid-stream.
+	if last := strings.TrimSuffix(lines[len(lines)-1], "\r"); isPartialMarker(last) {
+		lines = lines[:len(lines)-1]
+	}
+	var (
+		blocks   []srBlock
+		cur      srBlock
+		search   strings.Builder
+		replace  strings.Builder
+		state    = srOutside
+		lastPath string
+		afterEnd int // index of the first line after the previous block
+	)
+	malformed := func(line int, format string, args ...any) error {
+		return &SearchReplaceError{Kind: KindMalformed, Block: len(blocks) + 1, Line: line, Msg: fmt.Sprintf(format, args...)}
+	}
+	finish := func() {
+		cur.Search, cur.Replace = search.String(), replace.String()
+		blocks = append(blocks, cur)
+		search.Reset()
+		replace.Reset()
+		state = srOutside
+	}
+	for i, raw := range lines {
+		m := strings.TrimSuffix(raw, "\r")
+		n := i + 1
+		startOK, legacy := isSearchStart(m)
+		switch state {
+		case srOutside:
+			switch {
+			case startOK:
+				path := findFilename(lines[afterEnd:i], legacy)
+				if path == "" {
+					path = lastPath
+				}
+				if path == "" && legacy && requirePath && hasText(lines[:i]) {
+					return nil, malformed(n, "no filename before the block: put the file's path alone on the line "+
+						"before the SEARCH marker (or before the opening ``` fence)")
+				}
+				lastPath = path
+				cur = srBlock{Block: Block{Path: path}, line: n, legacy: legacy}
+				state = srSearch
+			case isSeparator(m, false):
+				return nil, malformed(n, "%q with no SEARCH marker before it; start each block with a line "+
+					"'------- SEARCH' (7 dashes, a space, SEARCH)", m)
+			case isReplaceEnd(m):
+				return nil, malformed(n, "%q with no SEARCH block before it", m)
+			}
+		case srSearch:
+			switch {
+			case isSeparator(m, cur.legacy):
+				state = srReplace
+			case isReplaceEnd(m):
+				return nil, malformed(n, "%q before the ======= line that ends the SEARCH section "+
+					"(the separator is a line of only '=' characters)", m)
+			case startOK:
+				return nil, malformed(n, "a new SEARCH marker inside the SEARCH section of the block "+
+					"starting at line %d; end it with ======= and a REPLACE section first", cur.line)
+			default:
+				search.WriteString(raw)
+				search.WriteByte('\n')
+			}
+		case srReplace:
+			switch {
+			case isReplaceEnd(m):
+				finish()
+				afterEnd = i + 1
+			case isSeparator(m, cur.legacy) && cur.legacy:
+				finish() // aider ends a block at a second =======
+				afterEnd = i + 1
+			case isSeparator(m, false):
+				return nil, malformed(n, "a second ======= line in the block starting at line %d; "+
+					"end the REPLACE section with '+++++++ REPLACE'", cur.line)
+			case startOK:
+				return nil, malformed(n, "a new SEARCH marker before the block starting at line %d "+
+					"was closed; end it with '+++++++ REPLACE'", cur.line)
+			default:
+				replace.WriteString(raw)
+				replace.WriteByte('\n')
+			}
+		}
+	}
+	switch {
+	case state == srSearch:
+		return nil, malformed(cur.line, "the block ends inside its SEARCH section; "+
+			"add a ======= line, the REPLACE text and '+++++++ REPLACE'")
+	case state == srReplace && cur.legacy:
+		return nil, malformed(cur.line, "the block is not closed (Expected `>>>>>>> REPLACE` or `=======`)")
+	case state == srReplace:
+		finish() // Cline applies a last block that lacks its REPLACE marker
+	}
+	if len(blocks) == 0 {
+		return nil, &SearchReplaceError{Kind: KindMalformed, Msg: "no SEARCH/REPLACE block found; " +
+			"each block is '------- SEARCH', the exact lines to find, '=======', the new lines, '+++++++ REPLACE'"}
+	}
+	return blocks, nil
+}
+
+// markerRun returns how many times c starts t.
+func markerRun(t string, c byte) int {
+	n := 0
+	for n < len(t) && t[n] == c {
+		n++
+	}
+	return n
+}
+
+// isMarker reports whether t is 3 or more of one of chars followed by
+// " "+word and an optional ">"; it returns the character used.
+func isMarker(t, chars, word string) (byte, bool) {
+	for i := 0; i < len(chars); i++ {
+		c := chars[i]
+		if n := markerRun(t, c); n >= 3 {
+			rest := strings.TrimSuffix(t[n:], ">")
+			return c, rest == " "+word
+		}
+	}
+	return 0, false
+}
+
+// isSearchStart recognises "------- SEARCH" and "<<<<<<< SEARCH"; legacy is
+// set for the latter.
+func isSearchStart(m string) (ok, legacy bool) {
+	c, ok := isMarker(strings.TrimSpace(m), "-<", "SEARCH")
+	return ok, c == '<'
+}
+
+// isReplaceEnd recognises "+++++++ REPLACE" and ">>>>>>> REPLACE".
+func isReplaceEnd(m string) bool {
+	_, ok := isMarker(strings.TrimSpace(m), "+>", "REPLACE")
+	return ok
+}
+
+// isSeparator recognises "=======": exactly, or (legacy) with whitespace
+// around it.
+func isSeparator(m string, legacy bool) bool {
+	if legacy {
+		m = strings.TrimSpace(m)
+	}
+	return len(m) >= 3 && markerRun(m, '=') == len(m)
+}
+
+// isPartialMarker reports whether m is the cut-off beginning of a marker
+// line: a run of marker characters, maybe with the start of its word.
+func isPartialMarker(m string) bool {
+	t := strings.TrimSpace(m)
+	if t == "" {
+		return false
+	}
+	c := t[0]
+	if strings.IndexByte("-<+>", c) < 0 {
+		return false
+	}
+	n := markerRun(t, c)
+	if n < 3 {
+		return false
+	}
+	word := "SEARCH"
+	if c == '+' || c == '>' {
+		word = "REPLACE"
+	}
+	rest := t[n:]
+	if rest == "" {
+		return true
+	}
+	return strings.HasPrefix(rest, " ") && len(rest) > 1 && len(rest) <= len(word) &&
+		strings.HasPrefix(word, rest[1:])
+}
+
+// hasText reports whether any line has non-whitespace text.
+func hasText(lines []string) bool {
+	for _, l := range lines {
+		if strings.TrimSpace(l) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// findFilename looks for a file name in the (up to 3) lines before a block,
+// skipping back over ``` fence lines, as aider does. Outside legacy blocks a
+// candidate must look like a path (no spaces).
+func findFilename(before []string, legacy bool) string {
+	var names []string
+	for k := len(before) - 1; k >= 0 && k >= len(before)-3; k-- {
+		line := before[k]
+		if name := stripFilename(line); name != "" && (legacy || !strings.ContainsAny(name, " \t")) {
+			names = append(names, name)
+		}
+		if !strings.HasPrefix(line, "```") {
+			break
+		}
+	}
+	for _, n := range names {
+		if strings.Contains(n, ".") {
+			return n
+		}
+	}
+	if len(names) > 0 {
+		return names[0]
+	}
+	return ""
+}
+
+// stripFilename extracts a file name from a line: "```lang" fences give none
+// unless what follows looks like a path; ":", "#", "`" and "*" decorations
+// are removed.
+func stripFilename(line string) string {
+	s := strings.TrimSpace(strings.TrimSuffix(line, "\r"))
+	if s == "..." {
+		return ""
+	}
+	if rest, ok := strings.CutPrefix(s, "```"); ok {
+		if strings.ContainsAny(rest, "./") {
+			return strings.TrimSpace(rest)
+		}
+		return ""
+	}
+	s = strings.TrimRight(s, ":")
+	s = strings.TrimLeft(s, "#")
+	s = strings.TrimSpace(s)
+	s = strings.Trim(s, "`")
+	s = strings.Trim(s, "*")
+	return s
+}

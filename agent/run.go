@@ -1,9 +1,9 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/wrenchworks/wrench/task"
@@ -14,18 +14,19 @@ type StopReason string
 
 // The reasons a run ends.
 const (
-	StopFinished      StopReason = "finished"       // the model called finish
-	StopNoToolCalls   StopReason = "end_turn"       // the model replied with no tool call, nothing left to nudge
-	StopMaxTurns      StopReason = "max_turns"      // turn limit
-	StopMaxCost       StopReason = "max_cost"       // cost limit
-	StopMaxTokens     StopReason = "max_tokens"     // token limit
-	StopTimeout       StopReason = "timeout"        // wall clock
-	StopFormatErrors  StopReason = "format_errors"  // too many consecutive malformed replies
-	StopLoopDetected  StopReason = "loop_detected"  // the same call and result repeated
-	StopCancelled     StopReason = "cancelled"      // ctx cancelled
-	StopModelError    StopReason = "model_error"    // the model failed after retries
-	StopEnvError      StopReason = "env_error"      // the sandbox failed
-	StopContextWindow StopReason = "context_window" // the history cannot fit even after compaction
+	StopFinished      StopReason = "finished"            // the model called finish (and the tests passed, when verified)
+	StopUnverified    StopReason = "finished_unverified" // the model insisted on finishing while the tests still failed
+	StopNoToolCalls   StopReason = "end_turn"            // the model replied with no tool call, nothing left to nudge
+	StopMaxTurns      StopReason = "max_turns"           // turn limit
+	StopMaxCost       StopReason = "max_cost"            // cost limit
+	StopMaxTokens     StopReason = "max_tokens"          // token limit
+	StopTimeout       StopReason = "timeout"             // wall clock
+	StopFormatErrors  StopReason = "format_errors"       // too many consecutive malformed replies
+	StopLoopDetected  StopReason = "loop_detected"       // the same call and result repeated
+	StopCancelled     StopReason = "cancelled"           // ctx cancelled
+	StopModelError    StopReason = "model_error"         // the model failed after retries
+	StopEnvError      StopReason = "env_error"           // the sandbox failed
+	StopContextWindow StopReason = "context_window"      // the history cannot fit even after compaction
 )
 
 // Mode is the permission mode of a run.
@@ -34,7 +35,7 @@ type Mode string
 // The permission modes.
 const (
 	ModeNormal Mode = ""     // every tool
-	ModePlan   Mode = "plan" // read-only tools only
+	ModePlan   Mode = "plan" // read-only tools only (view, ls, glob, grep, finish)
 )
 
 // VerifyPolicy says when the task's test command runs during a run.
@@ -43,21 +44,46 @@ type VerifyPolicy string
 // The verification policies.
 const (
 	VerifyOnFinish   VerifyPolicy = "finish"      // when the model calls finish (default)
-	VerifyAfterWrite VerifyPolicy = "after_write" // after every write tool call
+	VerifyAfterWrite VerifyPolicy = "after_write" // after every write tool call, and on finish
 	VerifyNever      VerifyPolicy = "never"
 )
 
+// The protocols a model can be driven with.
+const (
+	ProtocolTools = "tools" // native tool calling (default)
+	ProtocolText  = "text"  // one fenced bash block per reply (seed 002)
+)
+
 // Limits bound one run. Zero values mean "no limit" except where noted.
+// Every limit ends the run with its own StopReason and keeps the partial
+// work; Run.OnLimit may extend a limit instead.
 type Limits struct {
-	// MaxTurns: -1 unlimited under HardTurnCap, 0 disabled (no limit), N.
-	MaxTurns    int
-	MaxCostUSD  float64
-	MaxTokens   int64
-	Timeout     time.Duration
-	HardTurnCap int // default 100
+	// MaxTurns caps model turns: N > 0 stops after N turns; -1 and 0 (no
+	// explicit limit) both stop at HardTurnCap. Seed 004 uses 0 to disable
+	// chat altogether; here the zero value must be a usable run, so 0 only
+	// disables the explicit limit.
+	MaxTurns int
+	// MaxCostUSD caps the model spend, priced by Config.Prices. A model with
+	// no price costs 0 and is not bounded by it.
+	MaxCostUSD float64
+	// MaxTokens caps input plus output tokens over all model calls.
+	MaxTokens int64
+	// Timeout caps the run's wall-clock time.
+	Timeout time.Duration
+	// HardTurnCap bounds runs without an explicit turn limit (default 100).
+	HardTurnCap int
 	// MaxFormatErrors ends the run after that many consecutive malformed
 	// replies (default 3).
 	MaxFormatErrors int
+}
+
+// EnvInfo describes the environment for the environment prompt. When a Run
+// leaves it nil the agent asks the Env once (git and uname).
+type EnvInfo struct {
+	// GitState is a one-line description, e.g. "branch main, clean".
+	GitState string
+	// OS is the platform, e.g. "Linux x86_64".
+	OS string
 }
 
 // Run is everything one run needs; the Agent keeps none of it.
@@ -69,11 +95,22 @@ type Run struct {
 	Env       Env
 	// Workspace may be nil (no checkpoints, no rollback; Diff unavailable).
 	Workspace Checkpointer
-	// History continues an earlier conversation; empty starts afresh.
+	// BaseCheckpoint is the checkpoint of the untouched tree, the first
+	// rollback target. Empty makes the agent take one at the start when
+	// Workspace is set and verification can run.
+	BaseCheckpoint string
+	// Baseline is the test command's outcome before any change, used to tell
+	// a regression from a test that already failed. Nil means unknown.
+	Baseline *task.TestRun
+	// EnvInfo fills the environment prompt; nil probes the Env once.
+	EnvInfo *EnvInfo
+	// History continues an earlier conversation; empty starts afresh. When it
+	// is set no new instance message is added.
 	History []Message
 	Limits  Limits
 	Mode    Mode
 	// AllowedTools restricts the tool set; empty means all (for the mode).
+	// finish is always available.
 	AllowedTools []string
 	Verify       VerifyPolicy
 	// Protocol is "tools" (default) or "text".
@@ -81,8 +118,15 @@ type Run struct {
 	// OnEvent receives progress events; may be nil. Called from the run's
 	// goroutine: it must not block for long.
 	OnEvent func(task.Event)
+	// StreamEvents makes content and thinking events carry each streamed
+	// delta as it arrives; by default each reply's text is one event.
+	StreamEvents bool
+	// OnStream receives every raw streaming delta (text, thinking and
+	// tool-call start/arguments/end); may be nil.
+	OnStream func(StreamEvent)
 	// OnLimit is asked when a limit is reached; returning true continues the
 	// run (the limit is raised by its original amount). Nil means stop.
+	// Loop detection and cancellation are not limits and never ask.
 	OnLimit func(reason StopReason) bool
 	// Trajectory receives JSONL records of every message, call, result and
 	// usage, secrets redacted; may be nil.
@@ -95,41 +139,149 @@ type Run struct {
 // the reason.
 type Outcome struct {
 	Reason StopReason
-	// Summary is the finish call's summary (or the text-mode final output).
+	// Summary is the finish call's summary (or the text-mode final output,
+	// or the last reply's text for end_turn).
 	Summary string
-	// Err is the underlying error for model_error and env_error.
+	// Err is the underlying error for model_error, env_error and
+	// context_window.
 	Err      error
 	Usage    task.Usage
 	Messages []Message
-	// LastTestRun is the latest verification, when one ran.
+	// LastTestRun is the latest verification the agent ran (nil when none
+	// ran). When the run ends with finished it passed; finished_unverified
+	// carries the failing run.
 	LastTestRun *task.TestRun
+	// Checkpoint is the last checkpoint that passed verification (or the
+	// base checkpoint); empty without a Workspace.
+	Checkpoint string
+	// Rollbacks counts regressions rolled back during the run.
+	Rollbacks int
+	// Compactions counts summarising compactions.
+	Compactions int
+	// FileHistory holds, per path, every version before and after each write
+	// the agent's tools made, in order.
+	FileHistory map[string][]FileVersion
+	// Duration is the run's wall-clock time.
+	Duration time.Duration
 }
 
-// ErrNotImplemented is returned by the placeholder loop.
-var ErrNotImplemented = errors.New("agent loop not implemented")
-
-// Run executes one run to its end. The returned error is reserved for
-// invalid input (e.g. a nil Model); every other ending is an Outcome.
-func (a *Agent) Run(ctx context.Context, r *Run) (*Outcome, error) {
-	return nil, ErrNotImplemented
+// FileVersion is one write of one file: its content before and after. Nil
+// Before means the file was created; nil After means it was deleted.
+type FileVersion struct {
+	Turn   int    `json:"turn"`
+	Tool   string `json:"tool"`
+	Before []byte `json:"before,omitempty"`
+	After  []byte `json:"after,omitempty"`
 }
 
-// Config configures an Agent.
+// ErrInvalidRun is wrapped by the error Agent.Run returns for unusable input
+// (a nil Model or Env, an unknown protocol or mode, a prompt that does not
+// render).
+var ErrInvalidRun = errors.New("agent: invalid run")
+
+// ErrEnvFailed marks an Env error as an infrastructure failure (the sandbox
+// is gone, the engine is unreachable). Env implementations wrap it; a tool
+// that meets it ends the run with env_error instead of telling the model.
+// Exec errors other than cancellation always count as such.
+var ErrEnvFailed = errors.New("environment failed")
+
+// Config configures an Agent. The zero value is usable: every field has a
+// default, applied by New.
 type Config struct {
-	// Prices maps model name to per-million-token prices.
+	// Prices maps model name to per-million-token prices. A model name is
+	// looked up exactly, then by its longest listed prefix. Nil means
+	// DefaultPrices().
 	Prices map[string]Price
+	// ContextWindows maps model name (exact, then longest prefix) to its
+	// context window in tokens; unlisted models get DefaultContextWindow.
+	ContextWindows map[string]int
+	// Prompts overrides the prompt templates; empty fields keep the defaults.
+	Prompts PromptSet
+	// MaxOutputChars caps each tool output sent to the model, head and tail
+	// kept (default 10,000).
+	MaxOutputChars int
+	// CommandTimeout is the default bash timeout (default 2 minutes);
+	// MaxCommandTimeout caps what a call may ask for (default 30 minutes).
+	CommandTimeout    time.Duration
+	MaxCommandTimeout time.Duration
+	// TestTimeout bounds one run of the test command (default 15 minutes).
+	TestTimeout time.Duration
+	// MaxFinishRejections is how many times finish is refused because the
+	// tests fail before the run ends as finished_unverified (default 2).
+	MaxFinishRejections int
+	// Compaction tunes history compaction.
+	Compaction CompactionConfig
+	// Recovery tunes error recovery and loop detection.
+	Recovery RecoveryConfig
+	// ModelRetries is how often a retryable model error is retried
+	// (default 3); RetryBackoff is the first delay, doubled each time
+	// (default 1s), unless the server asked for a longer one.
+	ModelRetries int
+	RetryBackoff time.Duration
+	// Logger receives operational logs; nil discards them.
+	Logger *slog.Logger
+	// Now returns the current time (default time.Now); tests pin it.
+	Now func() time.Time
+}
+
+// CompactionConfig says when and how the history is compacted.
+type CompactionConfig struct {
+	// Threshold is the share of the context window at which compaction
+	// starts (default 0.8).
+	Threshold float64
+	// KeepTurns is how many recent turns stay verbatim (default 4).
+	KeepTurns int
+	// MaxPerRun caps summarising compactions per run (default 3).
+	MaxPerRun int
+	// MinTurnsBetween is the least number of turns between two summarising
+	// compactions (default 5).
+	MinTurnsBetween int
+	// Disabled turns compaction off.
+	Disabled bool
+}
+
+// RecoveryConfig tunes error recovery and loop detection.
+type RecoveryConfig struct {
+	// AttemptBudget is how many failed attempts at one subtask (failing
+	// commands or verifications since the last success) earn a "try a
+	// completely different approach" nudge (default 3).
+	AttemptBudget int
+	// LoopWindow is how many recent tool calls loop detection looks at
+	// (default 12); LoopRepeats is how often the same call with the same
+	// result may occur in it before a nudge, and again after the nudge
+	// before the run ends with loop_detected (default 3).
+	LoopWindow  int
+	LoopRepeats int
+	// MaxIntentNudges is how many replies in a row that announce an action
+	// without doing it get a nudge (default 2).
+	MaxIntentNudges int
 }
 
 // Price is a model's price per million tokens, in US dollars.
 type Price struct {
 	InputPerMTok  float64
 	OutputPerMTok float64
+	// CachedInputPerMTok prices cached input tokens; 0 means InputPerMTok.
+	CachedInputPerMTok float64
 }
 
-// Agent runs coding-agent loops. It is stateless and safe for concurrent use.
+// Agent runs coding-agent loops. It is stateless and safe for concurrent
+// use: one Agent serves any number of concurrent runs.
 type Agent struct {
-	cfg Config
+	cfg     Config
+	prompts *prompts
+	// promptErr is reported by Run (and Validate) when a prompt override
+	// does not parse.
+	promptErr error
 }
 
-// New returns an Agent.
-func New(cfg Config) *Agent { return &Agent{cfg: cfg} }
+// New returns an Agent, filling defaults into cfg.
+func New(cfg Config) *Agent {
+	cfg = cfg.withDefaults()
+	p, err := parsePrompts(cfg.Prompts)
+	return &Agent{cfg: cfg, prompts: p, promptErr: err}
+}
+
+// Validate reports a configuration problem (a prompt template that does not
+// parse) that would make every Run fail.
+func (a *Agent) Validate() error { return a.promptErr }

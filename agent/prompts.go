@@ -1,0 +1,111 @@
+package agent
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"text/template"
+)
+
+//go:embed prompts/*.tmpl
+var defaultPrompts embed.FS
+
+// CompletionMarker ends a text-mode run when it is the first line of a
+// command's output; what follows it is the final output.
+const CompletionMarker = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+// PromptSet holds prompt templates (Go text/template). An empty field keeps
+// the built-in template. Templates are executed with missingkey=error, so a
+// template that names an unknown key fails the run instead of rendering
+// "<no value>". The keys are:
+//
+//	Task, TaskID, TestCommand, Workspace, GitState, OS, Date, Mode,
+//	PlanMode, TextMode, Tools, MaxOutputChars, CompletionMarker
+//
+// and, for Compaction only, Transcript.
+type PromptSet struct {
+	// System is the role and rules for tool-calling runs (seed 000 §8).
+	System string
+	// TextSystem replaces System for text-protocol runs (seed 002).
+	TextSystem string
+	// Instance is the first user message: the task and the recommended
+	// workflow.
+	Instance string
+	// Environment is appended to the system prompt: workspace, git state,
+	// platform, date, test command.
+	Environment string
+	// Compaction asks the model to summarise older turns.
+	Compaction string
+}
+
+// The file names LoadPromptSet reads.
+var promptFiles = map[string]func(*PromptSet) *string{
+	"system.tmpl":      func(p *PromptSet) *string { return &p.System },
+	"text_system.tmpl": func(p *PromptSet) *string { return &p.TextSystem },
+	"instance.tmpl":    func(p *PromptSet) *string { return &p.Instance },
+	"environment.tmpl": func(p *PromptSet) *string { return &p.Environment },
+	"compact.tmpl":     func(p *PromptSet) *string { return &p.Compaction },
+}
+
+// LoadPromptSet reads overrides from fsys: system.tmpl, text_system.tmpl,
+// instance.tmpl, environment.tmpl and compact.tmpl, each optional. Use
+// os.DirFS(dir) for a directory of overrides.
+func LoadPromptSet(fsys fs.FS) (PromptSet, error) {
+	var p PromptSet
+	for name, field := range promptFiles {
+		b, err := fs.ReadFile(fsys, name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return PromptSet{}, fmt.Errorf("read prompt %s: %w", name, err)
+		}
+		*field(&p) = string(b)
+	}
+	return p, nil
+}
+
+// prompts are the parsed templates.
+type prompts struct {
+	system, textSystem, instance, environment, compaction *template.Template
+}
+
+func parsePrompts(set PromptSet) (*prompts, error) {
+	var p prompts
+	for _, t := range []struct {
+		name, file, override string
+		dst                  **template.Template
+	}{
+		{"system", "system.tmpl", set.System, &p.system},
+		{"text_system", "text_system.tmpl", set.TextSystem, &p.textSystem},
+		{"instance", "instance.tmpl", set.Instance, &p.instance},
+		{"environment", "environment.tmpl", set.Environment, &p.environment},
+		{"compaction", "compact.tmpl", set.Compaction, &p.compaction},
+	} {
+		text := t.override
+		if text == "" {
+			b, err := defaultPrompts.ReadFile("prompts/" + t.file)
+			if err != nil {
+				return nil, fmt.Errorf("built-in prompt %s: %w", t.file, err)
+			}
+			text = string(b)
+		}
+		tmpl, err := template.New(t.name).Option("missingkey=error").Parse(text)
+		if err != nil {
+			return nil, fmt.Errorf("%w: prompt %s: %w", ErrInvalidRun, t.name, err)
+		}
+		*t.dst = tmpl
+	}
+	return &p, nil
+}
+
+// render executes t with data; a missing key is an error.
+func render(t *template.Template, data map[string]any) (string, error) {
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("%w: render prompt %s: %w", ErrInvalidRun, t.Name(), err)
+	}
+	return strings.TrimRight(b.String(), "\n"), nil
+}

@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ReplayReport says how a re-execution of recorded tool calls compared
+// with the recording.
+type ReplayReport struct {
+	// Calls counts the tool calls re-executed.
+	Calls int `json:"calls"`
+	// Matched counts those whose output equals the recorded one (after
+	// masking durations, addresses and temp paths).
+	Matched int `json:"matched"`
+	// Skipped counts finish calls and calls without a recorded result.
+	Skipped int `json:"skipped"`
+	// Divergences lists every call whose output differs, in order.
+	Divergences []Divergence `json:"divergences,omitempty"`
+}
+
+// Divergence is one re-executed call whose observation differs.
+type Divergence struct {
+	// Seq is the tool_result record's sequence number; Turn its turn.
+	Seq       int64  `json:"seq"`
+	Turn      int    `json:"turn"`
+	CallID    string `json:"call_id"`
+	Tool      string `json:"tool"`
+	Arguments string `json:"arguments"`
+	Recorded  string `json:"recorded"`
+	Replayed  string `json:"replayed"`
+}
+
+// First returns the first divergence, or nil when the replay matched.
+func (r ReplayReport) First() *Divergence {
+	if len(r.Divergences) == 0 {
+		return nil
+	}
+	return &r.Divergences[0]
+}
+
+// Replay re-executes the tool calls of a trajectory, in order, against env
+// (a fresh sandbox with the task's repository) and reports where the
+// observations diverge from the recorded ones. Tools keep their rules
+// (read-before-edit included), so a faithful replay sees the same results.
+// Verification, checkpoints and model calls are not replayed. The error is
+// for cancellation and environment failures.
+func Replay(ctx context.Context, env Env, records []Record) (ReplayReport, error) {
+	if env == nil {
+		return ReplayReport{}, fmt.Errorf("%w: nil Env", ErrInvalidRun)
+	}
+	a := New(Config{})
+	tools, _ := toolSet(ModeNormal, nil)
+	s := &runState{
+		a:         a,
+		r:         &Run{Env: env},
+		tools:     tools,
+		toolIndex: map[string]*tool{},
+		seen:      map[string][32]byte{},
+		history:   map[string][]FileVersion{},
+		rec:       newRecovery(a.cfg.Recovery.AttemptBudget),
+		loops:     newLoopDetector(a.cfg.Recovery.LoopWindow, a.cfg.Recovery.LoopRepeats),
+	}
+	for _, t := range tools {
+		s.toolIndex[t.name] = t
+	}
+	results := map[string]*Record{}
+	for i := range records {
+		if r := &records[i]; r.Kind == RecordToolResult && r.Call != nil {
+			results[r.Call.ID] = r
+		}
+	}
+	var rep ReplayReport
+	for _, rec := range records {
+		if rec.Kind != RecordToolCall || rec.Call == nil {
+			continue
+		}
+		want := results[rec.Call.ID]
+		if want == nil || rec.Call.Name == ToolFinish {
+			rep.Skipped++
+			continue
+		}
+		s.turn = rec.Turn
+		res := s.dispatch(ctx, *rec.Call)
+		if res.fatal != nil {
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			return rep, fmt.Errorf("replay call %s (%s): %w", rec.Call.ID, rec.Call.Name, res.fatal)
+		}
+		rep.Calls++
+		got := res.raw
+		if got == "" {
+			got = res.output
+		}
+		if maskVolatile(got) == maskVolatile(want.Output) {
+			rep.Matched++
+			continue
+		}
+		rep.Divergences = append(rep.Divergences, Divergence{
+			Seq: want.Seq, Turn: rec.Turn, CallID: rec.Call.ID, Tool: rec.Call.Name,
+			Arguments: rec.Call.Arguments, Recorded: want.Output, Replayed: got,
+		})
+	}
+	if ctx.Err() != nil {
+		return rep, errors.Join(ctx.Err())
+	}
+	return rep, nil
+}
+
+// maskVolatile hides what legitimately differs between two executions:
+// durations, addresses and temp paths.
+func maskVolatile(s string) string {
+	s = reDuration.ReplaceAllString(s, "T")
+	s = reHex.ReplaceAllString(s, "0xADDR")
+	return reTmp.ReplaceAllString(s, "$1/TMP")
+}

@@ -47,6 +47,7 @@ type Metrics struct {
 	pending         prometheus.Gauge
 	ackPending      prometheus.Gauge
 	redeliveries    prometheus.Counter
+	requeues        *prometheus.CounterVec
 	deadLetters     prometheus.Counter
 	modelRequests   *prometheus.CounterVec
 	modelTokens     *prometheus.CounterVec
@@ -114,6 +115,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: Namespace, Name: "task_redeliveries_total",
 			Help: "Task deliveries after the first (a worker failed, timed out or asked for a retry).",
 		}),
+		requeues: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "task_requeues_total",
+			Help: "Attempts handed back to the queue, by reason (retry, shutdown, repo_limit, other).",
+		}, []string{"reason"}),
 		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "dead_letters_total",
 			Help: "Tasks that exhausted their deliveries and were dead-lettered.",
@@ -162,7 +167,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		models: map[string]bool{},
 	}
 	reg.MustRegister(m.buildInfo, m.submitted, m.finished, m.taskDuration, m.phaseDuration,
-		m.inFlight, m.slots, m.freeSlots, m.pending, m.ackPending, m.redeliveries, m.deadLetters,
+		m.inFlight, m.slots, m.freeSlots, m.pending, m.ackPending, m.redeliveries, m.requeues, m.deadLetters,
 		m.modelRequests, m.modelTokens, m.modelCost, m.toolCalls, m.sandboxStarts,
 		m.sandboxFailures, m.checkpoints, m.rollbacks, m.httpRequests, m.httpDuration)
 	// Pre-create the label sets operators alert on, so a series exists at 0
@@ -193,29 +198,49 @@ func (m *Metrics) TaskSubmitted(source string) {
 }
 
 // TaskStarted records that this process began an attempt of a task that
-// waited queueWait since it was submitted. Pair it with [Metrics.TaskFinished].
-func (m *Metrics) TaskStarted(queueWait time.Duration) {
+// waited queueWait since it was submitted; attempt > 1 is a redelivery.
+// Pair it with [Metrics.TaskEnded].
+func (m *Metrics) TaskStarted(queueWait time.Duration, attempt int) {
 	m.inFlight.Inc()
+	if attempt > 1 {
+		m.redeliveries.Inc()
+	}
 	if queueWait > 0 {
 		m.phaseDuration.WithLabelValues(PhaseQueueWait).Observe(queueWait.Seconds())
 	}
 }
 
-// TaskFinished records the end of an attempt begun with
-// [Metrics.TaskStarted]. final says whether res is the task's final result
-// (false when the attempt will be delivered again); only final results count
-// in wrench_tasks_finished_total.
-func (m *Metrics) TaskFinished(res task.Result, final bool) {
-	m.inFlight.Dec()
+// TaskEnded records that an attempt begun with [Metrics.TaskStarted] is no
+// longer running, whether it finished or was handed back.
+func (m *Metrics) TaskEnded() { m.inFlight.Dec() }
+
+// TaskRequeued counts an attempt handed back for another delivery; reason
+// is the dispatcher's ("retry: …", "shutdown", "repo_limit").
+func (m *Metrics) TaskRequeued(reason string) {
+	switch {
+	case strings.HasPrefix(reason, "retry"):
+		reason = "retry"
+	case reason == "shutdown", reason == "repo_limit":
+	default:
+		reason = "other"
+	}
+	m.requeues.WithLabelValues(reason).Inc()
+}
+
+// TaskFinished records a task's final result: wrench_tasks_finished_total,
+// the attempt's duration (elapsed, or the result's Timings.Total when
+// elapsed is zero) and the duration of each phase from res.Timings.
+func (m *Metrics) TaskFinished(res task.Result, elapsed time.Duration) {
 	status := string(res.Status)
 	if !res.Status.Final() {
 		status = "other"
 	}
-	if final {
-		m.finished.WithLabelValues(status).Inc()
+	m.finished.WithLabelValues(status).Inc()
+	if elapsed <= 0 {
+		elapsed = res.Timings.Total
 	}
-	if res.Timings.Total > 0 {
-		m.taskDuration.WithLabelValues(status).Observe(res.Timings.Total.Seconds())
+	if elapsed > 0 {
+		m.taskDuration.WithLabelValues(status).Observe(elapsed.Seconds())
 	}
 	for _, p := range []struct {
 		name string
@@ -245,9 +270,6 @@ func (m *Metrics) SetConsumerLag(pending, ackPending uint64) {
 	m.pending.Set(float64(pending))
 	m.ackPending.Set(float64(ackPending))
 }
-
-// Redelivered counts a delivery after the first.
-func (m *Metrics) Redelivered() { m.redeliveries.Inc() }
 
 // DeadLettered counts a task that exhausted its deliveries.
 func (m *Metrics) DeadLettered() { m.deadLetters.Inc() }

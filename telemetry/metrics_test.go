@@ -24,10 +24,10 @@ func exercise(m *Metrics) {
 	m.SetBuildInfo("test")
 	m.TaskSubmitted("cli")
 	m.TaskSubmitted("")
-	m.TaskStarted(1500 * time.Millisecond)
+	m.TaskStarted(1500*time.Millisecond, 2)
 	m.SetSlots(4, 3)
 	m.SetConsumerLag(7, 1)
-	m.Redelivered()
+	m.TaskRequeued("retry: clone: connection refused")
 	m.DeadLettered()
 	m.HTTPRequest("POST /v1/tasks", 201, 3*time.Millisecond, false)
 	now := time.Now()
@@ -45,7 +45,8 @@ func exercise(m *Metrics) {
 	m.TaskFinished(task.Result{Status: task.StateResolved, Timings: task.Timings{
 		Clone: time.Second, SandboxStart: time.Second, Baseline: time.Second,
 		Agent: time.Minute, Verify: time.Second, Total: 2 * time.Minute,
-	}}, true)
+	}}, 0)
+	m.TaskEnded()
 }
 
 func scrape(t *testing.T, reg *prometheus.Registry) []byte {
@@ -126,6 +127,7 @@ func TestMetricsNames(t *testing.T) {
 		`wrench_consumer_pending_messages 7`,
 		`wrench_consumer_ack_pending_messages 1`,
 		`wrench_task_redeliveries_total 1`,
+		`wrench_task_requeues_total{reason="retry"} 1`,
 		`wrench_dead_letters_total 1`,
 		`wrench_model_requests_total{model="gpt-4o"} 1`,
 		`wrench_model_tokens_total{model="gpt-4o",type="input"} 100`,
@@ -184,18 +186,6 @@ func TestMetricsModelCap(t *testing.T) {
 	}
 	if n := count(m.modelRequests); n != maxModelLabels+1 {
 		t.Errorf("series = %d, want %d", n, maxModelLabels+1)
-	}
-}
-
-func TestMetricsRetryNotFinished(t *testing.T) {
-	m := NewMetrics(prometheus.NewRegistry())
-	m.TaskStarted(0)
-	m.TaskFinished(task.Result{Status: task.StateFailed}, false)
-	if got := value(m.finished.WithLabelValues("failed")); got != 0 {
-		t.Errorf("a retried attempt counted as finished: %v", got)
-	}
-	if got := value(m.inFlight); got != 0 {
-		t.Errorf("in flight = %v, want 0", got)
 	}
 }
 

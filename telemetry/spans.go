@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -208,6 +209,11 @@ func (s *TaskSpans) end(res task.Result, end time.Time) {
 		s.task.SetAttributes(AttrWorker.String(res.Worker))
 	}
 	switch res.Status {
+	case task.StateQueued:
+		// Handed back: an infrastructure retry is an error of this attempt.
+		if strings.HasPrefix(res.Reason, "retry") {
+			s.task.SetStatus(codes.Error, res.Reason)
+		}
 	case task.StateFailed, task.StateTimedOut:
 		s.task.SetAttributes(semconv.ErrorTypeKey.String(string(res.Status)))
 		s.task.SetStatus(codes.Error, res.Reason)

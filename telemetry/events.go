@@ -20,11 +20,12 @@ const (
 )
 
 // PhaseStarting reports whether a phase event marks the start of its phase.
-// Workers emit a phase event with Text "start" when a phase begins and one
-// with Text "end" (IsError set on failure, Elapsed the phase's duration)
-// when it ends.
+// The worker emits a phase event with Text " start" when a phase begins and
+// one with Text " end" (or " failed: …" with IsError set) when it ends;
+// surrounding space is ignored. Any other phase event is a point in time
+// (e.g. the agent's in-loop "verify" with its trigger).
 func PhaseStarting(ev task.Event) bool {
-	switch strings.ToLower(ev.Text) {
+	switch strings.ToLower(strings.TrimSpace(ev.Text)) {
 	case "start", "started", "begin":
 		return true
 	}

@@ -32,8 +32,8 @@ func exercise(m *Metrics) {
 	m.HTTPRequest("POST /v1/tasks", 201, 3*time.Millisecond, false)
 	now := time.Now()
 	for _, ev := range []task.Event{
-		{Kind: task.EventPhase, Phase: "sandbox", Text: "start", Time: now},
-		{Kind: task.EventPhase, Phase: "sandbox", Text: "end", Time: now},
+		{Kind: task.EventPhase, Phase: "sandbox", Text: " start", Time: now},
+		{Kind: task.EventPhase, Phase: "sandbox", Text: " end", Time: now},
 		{Kind: task.EventUsage, Model: "gpt-4o", Usage: &task.Usage{InputTokens: 100, OutputTokens: 20, CostUSD: 0.01, ModelCalls: 1}},
 		{Kind: task.EventToolResult, Tool: "bash"},
 		{Kind: task.EventToolResult, Tool: "edit", IsError: true},
@@ -160,9 +160,9 @@ func TestMetricsBoundedLabels(t *testing.T) {
 			func(m *Metrics) float64 { return value(m.modelTokens.WithLabelValues("scripted", "input")) / 5 }},
 		{"empty model is unknown", task.Event{Kind: task.EventUsage},
 			func(m *Metrics) float64 { return value(m.modelRequests.WithLabelValues("unknown")) }},
-		{"sandbox failure", task.Event{Kind: task.EventPhase, Phase: "sandbox", Text: "end", IsError: true},
+		{"sandbox failure", task.Event{Kind: task.EventPhase, Phase: "sandbox", Text: " failed: no such image", IsError: true},
 			func(m *Metrics) float64 { return value(m.sandboxFailures) }},
-		{"sandbox start event alone counts nothing", task.Event{Kind: task.EventPhase, Phase: "sandbox", Text: "start"},
+		{"sandbox start event alone counts nothing", task.Event{Kind: task.EventPhase, Phase: "sandbox", Text: " start"},
 			func(m *Metrics) float64 { return 1 - value(m.sandboxStarts) }},
 	}
 	for _, tc := range tests {

@@ -266,6 +266,11 @@ func (s *TaskSpans) endPhase(ev task.Event) {
 		s.phases = s.phases[:i]
 		return
 	}
+	// No open phase of that name: a point event (the agent's in-loop
+	// verification, say) is recorded on the current span.
+	trace.SpanFromContext(s.current()).AddEvent("phase "+ev.Phase,
+		withEventTime(ev.Time, trace.WithAttributes(AttrPhase.String(ev.Phase),
+			attribute.String("text", strings.TrimSpace(ev.Text))))...)
 }
 
 func (s *TaskSpans) endTurn(at time.Time) {

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,11 +28,11 @@ func script(t0 time.Time) []task.Event {
 	res := &task.Result{TaskID: "t-1", Status: task.StateResolved, Reason: "finished",
 		Usage: task.Usage{InputTokens: 300, OutputTokens: 40, Turns: 2, ToolCalls: 2}}
 	return []task.Event{
-		{Kind: task.EventPhase, Phase: "clone", Text: "start", Time: at(0)},
-		{Kind: task.EventPhase, Phase: "clone", Text: "end", Time: at(1)},
-		{Kind: task.EventPhase, Phase: "sandbox", Text: "start", Time: at(1)},
-		{Kind: task.EventPhase, Phase: "sandbox", Text: "end", Time: at(2)},
-		{Kind: task.EventPhase, Phase: "agent", Text: "start", Time: at(2)},
+		{Kind: task.EventPhase, Phase: "clone", Text: " start", Time: at(0)},
+		{Kind: task.EventPhase, Phase: "clone", Text: " end", Time: at(1)},
+		{Kind: task.EventPhase, Phase: "sandbox", Text: " start", Time: at(1)},
+		{Kind: task.EventPhase, Phase: "sandbox", Text: " end", Time: at(2)},
+		{Kind: task.EventPhase, Phase: "agent", Text: " start", Time: at(2)},
 		{Kind: task.EventTurn, Turn: 1, Time: at(2)},
 		{Kind: task.EventUsage, Model: "gpt-4o", Usage: &task.Usage{InputTokens: 100, OutputTokens: 20}, Time: at(4)},
 		{Kind: task.EventToolCall, Tool: "bash", Time: at(4)},
@@ -40,10 +41,11 @@ func script(t0 time.Time) []task.Event {
 		{Kind: task.EventUsage, Model: "gpt-4o", Usage: &task.Usage{InputTokens: 200, OutputTokens: 20}, Time: at(7)},
 		{Kind: task.EventToolCall, Tool: "edit", Time: at(7)},
 		{Kind: task.EventToolResult, Tool: "edit", Time: at(8)},
+		{Kind: task.EventPhase, Phase: "verify", Text: "finish", Time: at(8)},
 		{Kind: task.EventCheckpoint, Text: "abc123", Time: at(8)},
-		{Kind: task.EventPhase, Phase: "agent", Text: "end", Time: at(9)},
-		{Kind: task.EventPhase, Phase: "verify", Text: "start", Time: at(9)},
-		{Kind: task.EventPhase, Phase: "verify", Text: "end", Time: at(10)},
+		{Kind: task.EventPhase, Phase: "agent", Text: " end", Time: at(9)},
+		{Kind: task.EventPhase, Phase: "verify", Text: " start", Time: at(9)},
+		{Kind: task.EventPhase, Phase: "verify", Text: " end", Time: at(10)},
 		{Kind: task.EventResult, Result: res, Time: at(10)},
 	}
 }
@@ -136,6 +138,14 @@ func TestTaskTracerTree(t *testing.T) {
 		t.Errorf("second chat starts %v", c2.StartTime())
 	}
 
+	var turn2Events []string
+	for _, e := range names["turn 2"][0].Events() {
+		turn2Events = append(turn2Events, e.Name)
+	}
+	if strings.Join(turn2Events, ",") != "phase verify,checkpoint" {
+		t.Errorf("turn 2 events %v, want the in-loop verification and the checkpoint", turn2Events)
+	}
+
 	bash := names["execute_tool bash"][0]
 	if v, _ := attr(bash, "gen_ai.operation.name"); v.AsString() != "execute_tool" {
 		t.Errorf("tool op %q", v.AsString())
@@ -155,7 +165,7 @@ func TestTaskTracerEndClosesOpenSpans(t *testing.T) {
 	rec, tp := recorder()
 	tt := NewTaskTracer(tp, TaskTracerConfig{Provider: "scripted"})
 	_, s := tt.Start(context.Background(), task.Task{ID: "t-2"}, 2, time.Time{})
-	s.Event(task.Event{Kind: task.EventPhase, Phase: "agent", Text: "start"})
+	s.Event(task.Event{Kind: task.EventPhase, Phase: "agent", Text: " start"})
 	s.Event(task.Event{Kind: task.EventTurn, Turn: 1})
 	s.Event(task.Event{Kind: task.EventToolCall, Tool: "bash"})
 	s.End(task.Result{Status: task.StateFailed, Reason: "engine down"}, time.Time{})

@@ -71,7 +71,7 @@ func (c *Conn) List(ctx context.Context, o ListOptions) ([]task.Status, string, 
 			if o.State != "" && st.State != o.State {
 				continue
 			}
-			if after != nil && !keyOf(st).before(*after) {
+			if after != nil && !after.before(keyOf(st)) {
 				continue
 			}
 			all = append(all, st)

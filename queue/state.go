@@ -133,9 +133,10 @@ type Lease struct {
 	worker  string
 	attempt int
 
-	mu  sync.Mutex
-	rev uint64
-	st  task.Status
+	mu       sync.Mutex
+	rev      uint64
+	st       task.Status
+	released bool // handed back with Requeue
 }
 
 // Acquire marks t as running by worker on the given attempt (the delivery
@@ -185,9 +186,15 @@ func (l *Lease) Status() task.Status {
 // it still names this worker and attempt and is not final, the write is
 // retried; when it is final by this lease (an earlier write whose reply was
 // lost), ok reports that; otherwise the lease is lost.
-func (l *Lease) write(ctx context.Context, fn func(*task.Status)) (task.Status, error) {
+func (l *Lease) write(ctx context.Context, final bool, fn func(*task.Status)) (task.Status, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.released {
+		return l.st, fmt.Errorf("%s: %w (handed back)", l.id, ErrLostLease)
+	}
+	if !final && l.st.State.Final() {
+		return l.st, nil
+	}
 	for range casRetries {
 		st := l.st
 		fn(&st)
@@ -226,12 +233,13 @@ func (l *Lease) write(ctx context.Context, fn func(*task.Status)) (task.Status, 
 
 // Update changes the running state as the lease holder (state verifying,
 // progress). It returns an error wrapping [ErrLostLease] when the task was
-// taken over.
+// taken over or handed back, and does nothing once the lease wrote a final
+// result.
 func (l *Lease) Update(ctx context.Context, fn func(*task.Status)) error {
-	_, err := l.write(ctx, func(s *task.Status) {
+	_, err := l.write(ctx, false, func(s *task.Status) {
 		fn(s)
 		s.Worker, s.Attempt = l.worker, l.attempt
-		if s.State.Final() || !s.State.Valid() {
+		if s.State != task.StateRunning && s.State != task.StateVerifying {
 			s.State = task.StateRunning
 		}
 	})
@@ -256,7 +264,7 @@ func (l *Lease) Finish(ctx context.Context, res task.Result) (task.Status, error
 	if res.FinishedAt.IsZero() {
 		res.FinishedAt = time.Now().UTC()
 	}
-	return l.write(ctx, func(s *task.Status) {
+	return l.write(ctx, true, func(s *task.Status) {
 		s.State = res.Status
 		s.Reason = res.Reason
 		s.Result = &res
@@ -267,11 +275,16 @@ func (l *Lease) Finish(ctx context.Context, res task.Result) (task.Status, error
 // Requeue hands the task back: state queued with reason, ready for the next
 // delivery.
 func (l *Lease) Requeue(ctx context.Context, reason string) error {
-	_, err := l.write(ctx, func(s *task.Status) {
+	_, err := l.write(ctx, false, func(s *task.Status) {
 		s.State = task.StateQueued
 		s.Reason = reason
 		s.Progress = nil
 	})
+	if err == nil {
+		l.mu.Lock()
+		l.released = true
+		l.mu.Unlock()
+	}
 	return err
 }
 

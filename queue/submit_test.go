@@ -1,0 +1,163 @@
+package queue_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/task"
+)
+
+func TestSubmitQueuesOnceAndFillsID(t *testing.T) {
+	c := connect(t, startNATS(t, ""))
+	st, dup, err := c.Submit(context.Background(), task.Task{Repo: task.Repo{URL: "/src/r"}, Instruction: "do"})
+	if err != nil || dup {
+		t.Fatalf("submit: dup=%v err=%v", dup, err)
+	}
+	if st.TaskID == "" || st.State != task.StateQueued || st.CreatedAt.IsZero() || st.Task == nil || st.Task.ID != st.TaskID {
+		t.Fatalf("status = %+v", st)
+	}
+	got, err := c.Status(context.Background(), st.TaskID)
+	if err != nil || got.State != task.StateQueued {
+		t.Fatalf("Status = %+v, %v", got, err)
+	}
+	if n := streamMsgs(t, c, queue.TasksStream); n != 1 {
+		t.Fatalf("task stream holds %d messages, want 1", n)
+	}
+}
+
+func TestSubmitDuplicateReturnsExisting(t *testing.T) {
+	c := connect(t, startNATS(t, ""))
+	first := submit(t, c, newTask("t-dup"))
+	again := newTask("t-dup")
+	again.Instruction = "something else"
+	st, dup, err := c.Submit(context.Background(), again)
+	if err != nil || !dup {
+		t.Fatalf("second submit: dup=%v err=%v", dup, err)
+	}
+	if st.Task.Instruction != "fix it" || !st.CreatedAt.Equal(first.CreatedAt) {
+		t.Fatalf("duplicate returned %+v, want the original", st)
+	}
+	if n := streamMsgs(t, c, queue.TasksStream); n != 1 {
+		t.Fatalf("task stream holds %d messages, want 1", n)
+	}
+}
+
+// A task recorded but not published (its submitter died in between) is
+// published by a retried submit, once.
+func TestSubmitRetryPublishesRecordedTask(t *testing.T) {
+	c := connect(t, startNATS(t, ""))
+	ctx := context.Background()
+	kv, err := c.JetStream().KeyValue(ctx, queue.StateBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := newTask("t-re")
+	now := time.Now().UTC()
+	tk.CreatedAt = now
+	b, _ := json.Marshal(task.Status{TaskID: tk.ID, State: task.StateQueued, Task: &tk, CreatedAt: now, UpdatedAt: now})
+	if _, err := kv.Create(ctx, "task.t-re", b); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, dup, err := c.Submit(ctx, newTask("t-re")); err != nil || !dup {
+			t.Fatalf("retry: dup=%v err=%v", dup, err)
+		}
+		if n := streamMsgs(t, c, queue.TasksStream); n != 1 {
+			t.Fatalf("task stream holds %d messages, want 1", n)
+		}
+	}
+}
+
+func TestSubmitInvalidTask(t *testing.T) {
+	c := connect(t, startNATS(t, ""))
+	for _, tc := range []struct {
+		name string
+		tk   task.Task
+	}{
+		{"no repo", task.Task{Instruction: "x"}},
+		{"no instruction", task.Task{Repo: task.Repo{URL: "/r"}}},
+		{"bad id", task.Task{ID: "a b", Repo: task.Repo{URL: "/r"}, Instruction: "x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := c.Submit(context.Background(), tc.tk)
+			var ve *task.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("err = %v, want *task.ValidationError", err)
+			}
+		})
+	}
+	if n := streamMsgs(t, c, queue.TasksStream); n != 0 {
+		t.Fatalf("task stream holds %d messages, want 0", n)
+	}
+}
+
+func TestUnknownID(t *testing.T) {
+	c := connect(t, startNATS(t, ""))
+	ctx := context.Background()
+	for _, id := range []string{"t-nope", "", "bad id", "a.b"} {
+		if _, err := c.Status(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+			t.Errorf("Status(%q) err = %v, want ErrNotFound", id, err)
+		}
+		if _, err := c.Cancel(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+			t.Errorf("Cancel(%q) err = %v, want ErrNotFound", id, err)
+		}
+		if _, err := c.Events(ctx, id, 0); !errors.Is(err, queue.ErrNotFound) {
+			t.Errorf("Events(%q) err = %v, want ErrNotFound", id, err)
+		}
+		if _, err := c.Artifact(ctx, id, "patch.diff"); !errors.Is(err, queue.ErrNotFound) {
+			t.Errorf("Artifact(%q) err = %v, want ErrNotFound", id, err)
+		}
+	}
+}
+
+func TestCancelQueuedRemovesMessage(t *testing.T) {
+	c := connect(t, startNATS(t, ""))
+	submit(t, c, newTask("t-cq"))
+	st, err := c.Cancel(context.Background(), "t-cq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != task.StateCancelled || st.Result == nil || st.Result.Status != task.StateCancelled {
+		t.Fatalf("status = %+v", st)
+	}
+	if n := streamMsgs(t, c, queue.TasksStream); n != 0 {
+		t.Fatalf("task stream holds %d messages, want 0", n)
+	}
+	again, err := c.Cancel(context.Background(), "t-cq")
+	if err != nil || again.State != task.StateCancelled || !again.UpdatedAt.Equal(st.UpdatedAt) {
+		t.Fatalf("second cancel = %+v, %v; want unchanged", again, err)
+	}
+}
+
+func TestCancelRunningRecordsRequest(t *testing.T) {
+	c := connect(t, startNATS(t, ""))
+	ctx := context.Background()
+	tk := newTask("t-cr")
+	submit(t, c, tk)
+	if _, _, err := c.Acquire(ctx, tk, 1, "w"); err != nil {
+		t.Fatal(err)
+	}
+	watch, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ids, err := c.WatchCancels(watch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := c.CancelRequested(ctx, "t-cr"); ok {
+		t.Fatal("cancel requested before Cancel")
+	}
+	st, err := c.Cancel(ctx, "t-cr")
+	if err != nil || st.State != task.StateRunning {
+		t.Fatalf("Cancel = %+v, %v; want still running", st, err)
+	}
+	if id := <-ids; id != "t-cr" {
+		t.Fatalf("watch delivered %q", id)
+	}
+	if ok, err := c.CancelRequested(ctx, "t-cr"); !ok || err != nil {
+		t.Fatalf("CancelRequested = %v, %v", ok, err)
+	}
+}

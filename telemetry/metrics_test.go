@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
@@ -51,7 +50,7 @@ func exercise(m *Metrics) {
 
 func scrape(t *testing.T, reg *prometheus.Registry) []byte {
 	t.Helper()
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := httptest.NewServer(Handler(reg))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)
 	if err != nil {
@@ -96,7 +95,7 @@ func TestMetricsPromtool(t *testing.T) {
 		}
 		t.Skip("promtool not found (apt-get install prometheus); the promlint test covers the same rules")
 	}
-	reg := prometheus.NewRegistry()
+	reg := NewRegistry() // as served: with the Go and process collectors
 	exercise(NewMetrics(reg))
 	cmd := exec.Command(path, "check", "metrics")
 	cmd.Stdin = bytes.NewReader(scrape(t, reg))

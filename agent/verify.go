@@ -60,9 +60,10 @@ func (s *runState) verifyPolicy() VerifyPolicy {
 	return s.r.Verify
 }
 
-// canVerify says whether verification runs at all.
+// canVerify says whether verification runs at all: not without a test
+// command, and not in plan mode (nothing was changed).
 func (s *runState) canVerify() bool {
-	return s.verifyPolicy() != VerifyNever && strings.TrimSpace(s.r.Task.TestCommand) != ""
+	return s.verifyPolicy() != VerifyNever && s.r.Mode != ModePlan && strings.TrimSpace(s.r.Task.TestCommand) != ""
 }
 
 // prepareVerification sets the first rollback target: the given base

@@ -4,5 +4,4 @@ package main
 
 var (
 	cmdDoctor = notYet("doctor")
-	cmdShim   = notYet("__shim")
 )

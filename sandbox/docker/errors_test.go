@@ -1,0 +1,188 @@
+package docker_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/sandbox/docker"
+	"github.com/wrenchworks/wrench/sandbox/docker/dockertest"
+)
+
+func TestStartInvalid(t *testing.T) {
+	f := newFixture(t, nil)
+	tests := []struct {
+		name string
+		spec sandbox.Spec
+		want string
+	}{
+		{"negative memory", sandbox.Spec{MemoryBytes: -1}, "memory"},
+		{"tiny memory", sandbox.Spec{MemoryBytes: 1 << 20}, "memory"},
+		{"negative pids", sandbox.Spec{Pids: -5}, "pids"},
+		{"tiny disk", sandbox.Spec{DiskBytes: 100}, "disk"},
+		{"negative timeout", sandbox.Spec{Timeout: -time.Second}, "timeout"},
+		{"more cpus than the engine", sandbox.Spec{NanoCPUs: 4096e9}, "cpus"},
+		{"host network", sandbox.Spec{Network: "host"}, "network"},
+		{"relative workspace", sandbox.Spec{WorkspaceDir: "ws"}, "workspace"},
+		{"missing workspace", sandbox.Spec{WorkspaceDir: "/nonexistent/ws"}, "workspace"},
+		{"bad env", sandbox.Spec{Env: map[string]string{"A=B": "c"}}, "environment"},
+		{"runtime not installed", sandbox.Spec{Runtime: "no-such-runtime"}, "runtime"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sb, err := f.p.Start(context.Background(), tt.spec)
+			if err == nil {
+				sb.Close(context.Background())
+				t.Fatal("Start succeeded")
+			}
+			if sandbox.KindOf(err) != sandbox.ErrInvalid || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Start = %v, want ErrInvalid mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestStartImageMissing(t *testing.T) {
+	f := newFixture(t, nil)
+	_, err := f.p.Start(context.Background(), sandbox.Spec{Image: "wrench-no-such-image:v0"})
+	if sandbox.KindOf(err) != sandbox.ErrImageMissing {
+		t.Fatalf("Start = %v, want ErrImageMissing", err)
+	}
+	for _, want := range []string{"wrench-no-such-image:v0", "wrench image build"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+// A shim that never says hello fails Start, and the container created for
+// it is removed.
+func TestStartFailureLeavesNothing(t *testing.T) {
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("needs a static busybox as a shim that exits at once")
+	}
+	f := newFixture(t, func(c *docker.Config) { c.ShimPath = busybox })
+	_, err = f.p.Start(context.Background(), sandbox.Spec{})
+	if sandbox.KindOf(err) != sandbox.ErrUnavailable || !strings.Contains(err.Error(), "shim did not start") {
+		t.Fatalf("Start = %v, want ErrUnavailable explaining the shim", err)
+	}
+	if !strings.Contains(err.Error(), "applet not found") {
+		t.Errorf("error %q lacks the shim's stderr", err)
+	}
+	if left := dockertest.Containers(t, f.cli, f.deployment); len(left) != 0 {
+		t.Errorf("containers left: %v", left)
+	}
+}
+
+func TestEngineUnreachable(t *testing.T) {
+	cli, err := client.NewClientWithOpts(client.WithHost("unix:///nonexistent/docker.sock"), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	shimPath, err := exec.LookPath("go") // any executable will do: Start fails before using it
+	if err != nil {
+		t.Skip("needs an executable to stand in for the shim")
+	}
+	p, err := docker.New(context.Background(), docker.Config{Client: cli, ShimPath: shimPath, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("New without an engine: %v", err)
+	}
+	if err := p.Ping(context.Background()); sandbox.KindOf(err) != sandbox.ErrUnavailable {
+		t.Errorf("Ping = %v, want ErrUnavailable", err)
+	}
+	if _, err := p.Start(context.Background(), sandbox.Spec{}); sandbox.KindOf(err) != sandbox.ErrUnavailable {
+		t.Errorf("Start = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestNewInvalid(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  docker.Config
+	}{
+		{"root user", docker.Config{User: "0:0", ShimPath: "/bin/sh"}},
+		{"root by name", docker.Config{User: "root", ShimPath: "/bin/sh"}},
+		{"relative shim", docker.Config{ShimPath: "wrench"}},
+		{"missing shim", docker.Config{ShimPath: "/nonexistent/wrench"}},
+		{"shim not executable", docker.Config{ShimPath: "/etc/hostname"}},
+		{"negative default memory", docker.Config{ShimPath: "/bin/sh", MemoryBytes: -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := docker.New(context.Background(), tt.cfg)
+			if sandbox.KindOf(err) != sandbox.ErrInvalid {
+				t.Errorf("New = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestLifetime(t *testing.T) {
+	f := newFixture(t, nil)
+	sb := f.start(t, sandbox.Spec{Timeout: 2 * time.Second})
+	_, err := sb.Exec(context.Background(), sandbox.ExecRequest{Command: "sleep 30"})
+	if sandbox.KindOf(err) != sandbox.ErrLimit || !strings.Contains(err.Error(), "lifetime") {
+		t.Fatalf("Exec past the lifetime = %v, want ErrLimit about the lifetime", err)
+	}
+	if _, err := sb.ReadFile(context.Background(), "x"); sandbox.KindOf(err) != sandbox.ErrLimit {
+		t.Errorf("later call = %v, want ErrLimit", err)
+	}
+}
+
+func TestWorkspaceWatchdog(t *testing.T) {
+	f := newFixture(t, func(c *docker.Config) { c.WatchInterval = 100 * time.Millisecond })
+	sb := f.start(t, sandbox.Spec{WorkspaceDir: t.TempDir(), DiskBytes: 2 << 20})
+	res := run(t, sb, "head -c 1000000 /dev/zero > small && echo ok")
+	if string(res.Output) != "ok\n" {
+		t.Fatalf("small write: %q", res.Output)
+	}
+	_, err := sb.Exec(context.Background(), sandbox.ExecRequest{Command: "head -c 5000000 /dev/zero > big; sleep 30"})
+	if sandbox.KindOf(err) != sandbox.ErrLimit || !strings.Contains(err.Error(), "workspace exceeded 2 MB") {
+		t.Fatalf("Exec over the disk limit = %v, want ErrLimit about the workspace", err)
+	}
+	if _, err := sb.Stat(context.Background(), "big"); sandbox.KindOf(err) != sandbox.ErrLimit {
+		t.Errorf("later call = %v, want ErrLimit", err)
+	}
+}
+
+func TestContainerGone(t *testing.T) {
+	f := newFixture(t, nil)
+	sb := f.start(t, sandbox.Spec{})
+	if err := exec.Command("docker", "rm", "-f", sb.ID()).Run(); err != nil {
+		t.Skipf("docker CLI: %v", err)
+	}
+	_, err := sb.Exec(context.Background(), sandbox.ExecRequest{Command: "true"})
+	if sandbox.KindOf(err) != sandbox.ErrGone {
+		t.Fatalf("Exec on a removed container = %v, want ErrGone", err)
+	}
+	if err := sb.Close(context.Background()); err != nil {
+		t.Errorf("Close of a removed container = %v", err)
+	}
+}
+
+func TestAdopt(t *testing.T) {
+	f := newFixture(t, nil)
+	sb := f.start(t, sandbox.Spec{Env: map[string]string{"OLD": "1"}, Timeout: time.Second})
+	ad, ok := sb.(interface {
+		Adopt(context.Context, sandbox.Spec) error
+	})
+	if !ok {
+		t.Fatal("docker sandbox does not implement Adopt")
+	}
+	if err := ad.Adopt(context.Background(), sandbox.Spec{Env: map[string]string{"NEW": "2"}, Timeout: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the start spec's lifetime
+	if res := run(t, sb, "echo ${OLD:-none} $NEW"); string(res.Output) != "none 2\n" {
+		t.Errorf("env after Adopt = %q", res.Output)
+	}
+}

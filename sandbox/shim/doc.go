@@ -1,0 +1,31 @@
+// Package shim is the helper that runs inside a sandbox and serves exec and
+// file operations to the host over one long-lived byte stream, so a tool
+// call costs one round trip on an open stream instead of a `docker exec`.
+//
+// The server side is [Serve]: the container's main process (the wrench
+// binary's hidden `__shim` subcommand) reads requests from its stdin and
+// writes responses to its stdout. The host side is [Client], which the
+// Docker backend connects to the container's attached stdin and stdout.
+//
+// # Protocol
+//
+// Both directions carry frames: a 4-byte big-endian length followed by that
+// many bytes of JSON. Byte payloads (file contents, command output, stdin)
+// are JSON []byte fields, so they travel base64-encoded and arrive exactly,
+// whatever their encoding. The first frame the server sends is a [Response]
+// with ID 0 and Hello set; a client treats it as "ready". Every later
+// request carries a client-chosen non-zero ID that its response echoes, so
+// several calls may be in flight at once: the server handles each request
+// in its own goroutine. A request with Op "cancel" and Target set cancels
+// the request with that ID (an exec's process group is killed); it gets no
+// response of its own.
+//
+// When the input stream ends the server cancels everything in flight,
+// waits for it and returns, so closing the stream stops the sandbox.
+//
+// # Paths
+//
+// File operations take paths relative to the workspace (absolute paths
+// under it are accepted) and are resolved with [os.Root], so neither ".."
+// nor a symbolic link can reach outside the workspace.
+package shim

@@ -1,0 +1,206 @@
+package shim
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// Options configure [Serve]. Zero values take the defaults noted.
+type Options struct {
+	// WorkDir is the workspace root (default "/workspace").
+	WorkDir string
+	// Shell runs commands with -c (default /bin/bash when present, else
+	// /bin/sh).
+	Shell string
+	// Env is the base environment of commands (KEY=VALUE); requests may
+	// add to it. Inside a container this is the container's own
+	// environment, never the host's.
+	Env []string
+	// ExecTimeout is the per-command timeout when a request sets none
+	// (default 10 minutes).
+	ExecTimeout time.Duration
+	// MaxOutput caps the output kept per command when a request sets none
+	// (default 1 MiB).
+	MaxOutput int
+	// KillGrace is how long a timed-out command's group has between
+	// SIGTERM and SIGKILL (default 1 s).
+	KillGrace time.Duration
+	// DrainGrace is how long output is still read after the shell exited
+	// and its group was killed, for processes that left the group but
+	// hold the output pipe (default 200 ms).
+	DrainGrace time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.WorkDir == "" {
+		o.WorkDir = "/workspace"
+	}
+	if o.Shell == "" {
+		o.Shell = detectShell()
+	}
+	if o.ExecTimeout <= 0 {
+		o.ExecTimeout = 10 * time.Minute
+	}
+	if o.MaxOutput <= 0 {
+		o.MaxOutput = 1 << 20
+	}
+	if o.KillGrace <= 0 {
+		o.KillGrace = time.Second
+	}
+	if o.DrainGrace <= 0 {
+		o.DrainGrace = 200 * time.Millisecond
+	}
+	return o
+}
+
+type server struct {
+	opts  Options
+	shell string
+	root  *os.Root
+
+	wmu sync.Mutex // serialises frames on w
+	w   io.Writer
+
+	mu       sync.Mutex
+	inflight map[uint64]context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// Serve answers requests read from r with responses written to w until r
+// ends or ctx is done. It first sends the hello frame. Requests run
+// concurrently; when Serve returns every request it started has finished.
+// Serve returns nil when r ended cleanly.
+func Serve(ctx context.Context, r io.Reader, w io.Writer, opts Options) error {
+	opts = opts.withDefaults()
+	root, err := os.OpenRoot(opts.WorkDir)
+	if err != nil {
+		return fmt.Errorf("shim: open workspace: %w", err)
+	}
+	defer root.Close()
+	s := &server{opts: opts, shell: opts.Shell, root: root, w: w, inflight: map[uint64]context.CancelFunc{}}
+	hello := &Hello{Version: ProtocolVersion, PID: os.Getpid(), UID: os.Getuid(), Shell: s.shell, WorkDir: opts.WorkDir}
+	if err := s.send(&Response{Hello: hello}); err != nil {
+		return fmt.Errorf("shim: send hello: %w", err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	reqs := make(chan *Request)
+	readErr := make(chan error, 1)
+	go func() { // ends when r does; Serve's caller owns r
+		br := bufio.NewReaderSize(r, 64<<10)
+		for {
+			req := new(Request)
+			if err := readFrame(br, req); err != nil {
+				readErr <- err
+				close(reqs)
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				readErr <- ctx.Err()
+				close(reqs)
+				return
+			}
+		}
+	}()
+
+	var result error
+loop:
+	for {
+		select {
+		case req, ok := <-reqs:
+			if !ok {
+				break loop
+			}
+			s.dispatch(ctx, req)
+		case <-ctx.Done():
+			result = ctx.Err()
+			break loop
+		}
+	}
+	cancel()
+	s.wg.Wait()
+	if result == nil {
+		if err := <-readErr; !errors.Is(err, io.EOF) {
+			result = fmt.Errorf("shim: read request: %w", err)
+		}
+	}
+	return result
+}
+
+// dispatch starts one request in its own goroutine (cancel is handled
+// inline).
+func (s *server) dispatch(ctx context.Context, req *Request) {
+	if req.Op == OpCancel {
+		s.mu.Lock()
+		if cancel, ok := s.inflight[req.Target]; ok {
+			cancel()
+		}
+		s.mu.Unlock()
+		return
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	s.mu.Lock()
+	s.inflight[req.ID] = cancel
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		resp := s.handle(rctx, req)
+		resp.ID = req.ID
+		s.mu.Lock()
+		delete(s.inflight, req.ID)
+		s.mu.Unlock()
+		cancel()
+		if err := s.send(resp); err != nil {
+			// The stream is broken; the read loop will see it end.
+			return
+		}
+	}()
+}
+
+func (s *server) handle(ctx context.Context, req *Request) *Response {
+	resp := &Response{}
+	var err error
+	switch req.Op {
+	case OpPing:
+	case OpExec:
+		resp.Exec, err = s.runExec(ctx, req)
+	case OpRead:
+		resp.Data, err = s.readFile(req.Path)
+	case OpWrite:
+		err = s.writeFile(req.Path, req.Data, req.Mode)
+	case OpRemove:
+		err = s.remove(req.Path)
+	case OpStat:
+		resp.Info, err = s.stat(req.Path)
+	case OpList:
+		resp.Infos, err = s.list(req.Path)
+	case OpGlob:
+		resp.Paths, err = s.glob(ctx, req.Pattern, req.Path)
+	case OpGrep:
+		resp.Matches, err = s.grep(ctx, req)
+	case OpUsage:
+		resp.Bytes, err = s.usage(ctx)
+	default:
+		err = fmt.Errorf("unknown op %q: %w", req.Op, errInvalidReq)
+	}
+	if err != nil {
+		return &Response{Error: wireError(err)}
+	}
+	return resp
+}
+
+func (s *server) send(resp *Response) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return writeFrame(s.w, resp)
+}

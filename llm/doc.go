@@ -1,0 +1,33 @@
+// Package llm implements agent.Model against any OpenAI-compatible chat
+// completions endpoint with github.com/openai/openai-go/v3, and opens the
+// model a --model value names (a real endpoint, or the scripted model of
+// package scripted on loopback).
+//
+// # Behaviour the rest of Wrench relies on
+//
+//   - Streaming is the default: deltas (text, reasoning_content, tool-call
+//     start / argument fragments / end) go to the onDelta callback and the
+//     complete reply is returned. Non-streaming replies are reported to
+//     onDelta too, in one piece per part, so callers see one shape.
+//   - The SDK's own retries are off. [Client] retries 429, 408, 5xx,
+//     per-attempt timeouts and network errors with exponential backoff and
+//     jitter, honouring Retry-After / Retry-After-Ms (seconds or an HTTP
+//     date) and "x-should-retry"; it never retries 400, 401, 403 or a bad
+//     response. A streaming attempt is not retried once a delta has been
+//     passed on, so a caller never sees a reply twice. A Retry-After longer
+//     than [Config].MaxRetryAfter ends the call with a *agent.ModelError
+//     whose RetryAfter says how long to wait.
+//   - Every failure is a *agent.ModelError, except the caller's own context
+//     ending, which is returned as the context's error (wrapped).
+//   - A reply with no choices, a stream that ends (or is cut) without a
+//     finish reason, a body that is not JSON, and a tool call with no id are
+//     ModelBadResponse. A tool call with no id can instead get a generated
+//     id ([Config].GenerateMissingCallIDs) for endpoints known to omit them.
+//     Tool-call arguments that are not valid JSON are passed through
+//     untouched in agent.ToolCall.Arguments; the agent answers them with an
+//     error observation. When such a call is sent back in the history, its
+//     arguments are replaced by "{}" because some endpoints reject invalid
+//     JSON there.
+//   - The API key is sent only as the bearer header. It never appears in a
+//     log line or an error: server messages are scrubbed of it.
+package llm

@@ -16,9 +16,22 @@ import (
 // skipping the test when it is absent (failing under CI=true).
 func conformanceDir(tb testing.TB) string {
 	tb.Helper()
+	conf, err := findConformance()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("conformance data required under CI=true: %v", err)
+		}
+		tb.Skipf("conformance data not found, skipping: %v", err)
+	}
+	return conf
+}
+
+// findConformance walks up from the working directory to the module root
+// (the directory with go.mod) and returns its ../shared/conformance.
+func findConformance() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
-		tb.Fatal(err)
+		return "", err
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
@@ -26,18 +39,15 @@ func conformanceDir(tb testing.TB) string {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			tb.Fatal("no go.mod above the test's working directory")
+			return "", errors.New("no go.mod above the working directory")
 		}
 		dir = parent
 	}
 	conf := filepath.Join(dir, "..", "shared", "conformance")
 	if _, err := os.Stat(conf); err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("conformance data missing at %s (required under CI=true): %v", conf, err)
-		}
-		tb.Skipf("conformance data not found at %s; skipping", conf)
+		return "", err
 	}
-	return conf
+	return conf, nil
 }
 
 // codexDivergences are the scenarios where Wrench deliberately refuses what
@@ -53,11 +63,15 @@ var codexDivergences = map[string]string{
 // codexMustFail are the scenarios that must return an error (the README's
 // stricter check, plus the divergences).
 var codexMustFail = map[string]bool{
-	"005_rejects_empty_patch": true, "006_rejects_missing_context": true,
-	"007_rejects_missing_file_delete": true, "008_rejects_empty_update_hunk": true,
-	"009_requires_existing_file_for_update": true, "012_delete_directory_fails": true,
-	"013_rejects_invalid_hunk_header": true,
-	"010_move_overwrites_existing_destination": true, "011_add_overwrites_existing_file": true,
+	"005_rejects_empty_patch":                          true,
+	"006_rejects_missing_context":                      true,
+	"007_rejects_missing_file_delete":                  true,
+	"008_rejects_empty_update_hunk":                    true,
+	"009_requires_existing_file_for_update":            true,
+	"010_move_overwrites_existing_destination":         true,
+	"011_add_overwrites_existing_file":                 true,
+	"012_delete_directory_fails":                       true,
+	"013_rejects_invalid_hunk_header":                  true,
 	"015_failure_after_partial_success_leaves_changes": true,
 }
 

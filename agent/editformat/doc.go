@@ -29,7 +29,9 @@
 // whitespace, then ignoring leading and trailing whitespace, then after
 // mapping typographic dashes, quotes and spaces to ASCII. The pass that
 // matched is reported as [Change].Fuzz ([FuzzExact] .. [FuzzPunctuation]) and
-// a match above [PatchOptions].MaxFuzz is refused with [ErrTooFuzzy].
+// a match above [PatchOptions].MaxFuzz is refused with [ErrTooFuzzy]. After
+// a loose match the context lines keep the file's text (Codex writes the
+// patch's version of them); the - and + lines are applied as written.
 //
 // Other choices, none of which a Codex fixture covers:
 //

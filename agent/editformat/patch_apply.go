@@ -101,6 +101,9 @@ func ApplyPatch(text string, read FileReader, opts PatchOptions) ([]Change, erro
 		var f vfile
 		switch {
 		case err == nil:
+			if data == nil {
+				data = []byte{} // Before is nil only for added files
+			}
 			f = vfile{data: data, exists: true}
 		case errors.Is(err, ErrIsDir):
 			f = vfile{exists: true, isDir: true}
@@ -237,6 +240,9 @@ func applyChunks(data []byte, chunks []Chunk, maxFuzz int) ([]byte, int, error) 
 				"copy the context lines exactly", ci+1, ErrTooFuzzy, i+1, level, fuzzName(level), maxFuzz)
 		}
 		fuzz = max(fuzz, level)
+		if level > FuzzExact {
+			repl = keepFileContext(lines[i:i+len(old)], old, repl)
+		}
 		reps = append(reps, replacement{start: i, n: len(old), repl: repl})
 		at = i + len(old)
 	}
@@ -257,6 +263,19 @@ func applyChunks(data []byte, chunks []Chunk, maxFuzz int) ([]byte, int, error) 
 		res = toCRLF(res)
 	}
 	return []byte(res), fuzz, nil
+}
+
+// keepFileContext returns repl with its context lines (those old and repl
+// share) taken from the file as it is, so a loosely matched context line
+// keeps its own whitespace and punctuation.
+func keepFileContext(file, old, repl []string) []string {
+	out := append([]string(nil), repl...)
+	for _, op := range diffLines(old, repl) {
+		if op.kind == ' ' {
+			out[op.bi] = file[op.ai]
+		}
+	}
+	return out
 }
 
 // fuzzName describes a fuzz level for error messages.

@@ -241,13 +241,12 @@ func hasText(lines []string) bool {
 }
 
 // findFilename looks for a file name in the (up to 3) lines before a block,
-// skipping back over ``` fence lines, as aider does. Outside legacy blocks a
-// candidate must look like a path (no spaces).
+// skipping back over ``` fence lines, as aider does.
 func findFilename(before []string, legacy bool) string {
 	var names []string
 	for k := len(before) - 1; k >= 0 && k >= len(before)-3; k-- {
 		line := before[k]
-		if name := stripFilename(line); name != "" && (legacy || !strings.ContainsAny(name, " \t")) {
+		if name := stripFilename(line); plausibleFilename(name, legacy) {
 			names = append(names, name)
 		}
 		if !strings.HasPrefix(line, "```") {
@@ -263,6 +262,18 @@ func findFilename(before []string, legacy bool) string {
 		return names[0]
 	}
 	return ""
+}
+
+// plausibleFilename keeps prose out of Block.Path: a name with spaces needs a
+// "." or "/"; before a ------- block (where file names are not expected) a
+// name needs a "." or "/" and no spaces.
+func plausibleFilename(name string, legacy bool) bool {
+	spaced := strings.ContainsAny(name, " \t")
+	pathy := strings.ContainsAny(name, "./")
+	if legacy {
+		return name != "" && (!spaced || pathy)
+	}
+	return !spaced && pathy
 }
 
 // stripFilename extracts a file name from a line: "```lang" fences give none
@@ -282,7 +293,5 @@ func stripFilename(line string) string {
 	s = strings.TrimRight(s, ":")
 	s = strings.TrimLeft(s, "#")
 	s = strings.TrimSpace(s)
-	s = strings.Trim(s, "`")
-	s = strings.Trim(s, "*")
-	return s
+	return strings.Trim(s, "`*")
 }

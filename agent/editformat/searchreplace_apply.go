@@ -235,6 +235,17 @@ func matchLines(orig, search, replace string, from int, anchors bool) (span, boo
 
 // noMatchMessage explains a SEARCH text that matched nowhere.
 func noMatchMessage(orig, search string, fromLine int, spans []span) string {
+	for from := 0; from <= len(orig); {
+		i := strings.Index(orig[from:], search)
+		if i < 0 {
+			break
+		}
+		if k := overlapping(spans, span{start: from + i, end: from + i + len(search)}); k >= 0 {
+			return fmt.Sprintf("the SEARCH text only matches text that block %d already replaces; "+
+				"merge the two blocks into one", spans[k].block)
+		}
+		from += i + 1
+	}
 	var b strings.Builder
 	b.WriteString("the SEARCH text does not match the file")
 	if fromLine > 1 {
@@ -242,10 +253,6 @@ func noMatchMessage(orig, search string, fromLine int, spans []span) string {
 	}
 	b.WriteString(":\n")
 	b.WriteString(quoteLines(splitLines(search)))
-	lines := splitLines(orig)
-	b.WriteString(firstLineHint(lines, splitLines(search)))
-	if len(spans) > 0 && strings.Contains(orig, search) {
-		b.WriteString(" (it only matches text an earlier block already replaces)")
-	}
+	b.WriteString(firstLineHint(splitLines(orig), splitLines(search)))
 	return b.String()
 }

@@ -2,9 +2,14 @@ package dispatcher_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -20,11 +25,194 @@ func TestResolvesTaskAndStoresResult(t *testing.T) {
 	if st.State != task.StateResolved || st.Result == nil || st.Result.Worker != "w1" || st.Result.Attempt != 1 {
 		t.Fatalf("status = %+v", st)
 	}
+	if len(st.Result.Artifacts) != 1 || st.Result.Artifacts[0] != "patch.diff" || st.Result.Timings.QueueWait <= 0 {
+		t.Fatalf("result = %+v", st.Result)
+	}
 	b, err := c.Artifact(context.Background(), "t-ok", "patch.diff")
 	if err != nil || string(b) != "--- a\n+++ b\n" {
 		t.Fatalf("artifact = %q, %v", b, err)
 	}
 	if got := r.runs("t-ok"); len(got) != 1 {
 		t.Fatalf("runs = %v, want one", got)
+	}
+	waitFor(t, "the task message to be acked", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+}
+
+// A task delivered again after its result is final is acked without
+// running: the exactly-once effect.
+func TestRedeliveryOfFinalTaskIsAckedWithoutRunning(t *testing.T) {
+	e := startNATS(t, "")
+	c := connect(t, e)
+	r := newFakeRunner()
+	runDispatcher(t, newDispatcher(t, c, r, dispatcher.Config{}))
+	tk := newTask("t-once")
+	submit(t, c, tk)
+	waitFinal(t, c, tk.ID)
+	waitFor(t, "the task message to be acked", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+
+	// The same task again, past the duplicate window's reach (another id).
+	publishRaw(t, c, tk.ID, mustJSON(t, tk), "another-msg-id")
+	waitFor(t, "the copy to be acked", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	if got := r.runs(tk.ID); len(got) != 1 {
+		t.Fatalf("runs = %v, want exactly one", got)
+	}
+}
+
+func TestInvalidTasksAreRejectedAndTerminated(t *testing.T) {
+	e := startNATS(t, "")
+	c := connect(t, e)
+	r := newFakeRunner()
+	runDispatcher(t, newDispatcher(t, c, r, dispatcher.Config{}))
+	tests := []struct {
+		name, id, body, reason string
+	}{
+		{"not json", "t-bad-json", `{"repo":`, "body"},
+		{"unknown field", "t-bad-field", `{"repo":{"url":"/r"},"instruction":"x","instructions":"y"}`, "instructions"},
+		{"no instruction", "t-bad-instr", `{"repo":{"url":"/r"}}`, "instruction"},
+		{"bad repo scheme", "t-bad-scheme", `{"repo":{"url":"ftp://x/r"},"instruction":"x"}`, "repo.url"},
+		{"id mismatch", "t-bad-id", `{"id":"t-other","repo":{"url":"/r"},"instruction":"x"}`, "does not match"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			publishRaw(t, c, tc.id, []byte(tc.body), tc.id)
+			st := waitFinal(t, c, tc.id)
+			if st.State != task.StateRejected || st.Result == nil || !strings.Contains(st.Reason, tc.reason) {
+				t.Fatalf("status = %+v, want rejected mentioning %q", st, tc.reason)
+			}
+		})
+	}
+	// A message whose subject names no valid task is terminated too.
+	if _, err := c.JetStream().Publish(context.Background(), queue.TaskSubjectPrefix+"a.b", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "all invalid messages to be terminated", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	if n := r.total(); n != 0 {
+		t.Fatalf("runner ran %d tasks, want none", n)
+	}
+}
+
+func TestRetryThenResolve(t *testing.T) {
+	e := startNATS(t, "")
+	c := connect(t, e)
+	r := newFakeRunner()
+	r.behave = func(_ context.Context, tk task.Task, attempt int, _ func(task.Event)) task.Report {
+		if attempt == 1 {
+			return task.Report{Retry: true, Result: task.Result{Status: task.StateFailed, Reason: "docker: engine unreachable"}}
+		}
+		return resolved(tk)
+	}
+	runDispatcher(t, newDispatcher(t, c, r, dispatcher.Config{Backoff: []time.Duration{10 * time.Millisecond}}))
+	submit(t, c, newTask("t-retry"))
+	st := waitFinal(t, c, "t-retry")
+	if st.State != task.StateResolved || st.Attempt != 2 || st.Result.Attempt != 2 {
+		t.Fatalf("status = %+v", st)
+	}
+	if got := r.runs("t-retry"); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Fatalf("runs = %v, want attempts 1 and 2", got)
+	}
+	var requeued bool
+	for _, ev := range events(t, c, "t-retry") {
+		if ev.Kind == task.EventState && ev.State == task.StateQueued && strings.Contains(ev.Text, "docker: engine unreachable") {
+			requeued = true
+		}
+	}
+	if !requeued {
+		t.Fatal("no queued state event naming the retry reason")
+	}
+}
+
+func TestRetryExhaustedGoesToDeadLetter(t *testing.T) {
+	e := startNATS(t, "")
+	c := connect(t, e)
+	r := newFakeRunner()
+	r.behave = func(context.Context, task.Task, int, func(task.Event)) task.Report {
+		return task.Report{Retry: true, Result: task.Result{Status: task.StateFailed, Reason: "clone: connection refused"}}
+	}
+	obs := newRecordingObserver()
+	runDispatcher(t, newDispatcher(t, c, r, dispatcher.Config{MaxDeliver: 2, Backoff: []time.Duration{10 * time.Millisecond}, Observer: obs}))
+	submit(t, c, newTask("t-exh"))
+	st := waitFinal(t, c, "t-exh")
+	if st.State != task.StateFailed || !strings.Contains(st.Reason, "deliveries exhausted (2)") || !strings.Contains(st.Reason, "clone: connection refused") {
+		t.Fatalf("status = %+v", st)
+	}
+	if _, err := c.DeadLetters().GetLastMsgForSubject(context.Background(), queue.DeadLetterSubjectPrefix+"t-exh"); err != nil {
+		t.Fatalf("no dead letter: %v", err)
+	}
+	waitFor(t, "the task message to be terminated", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	if got := r.runs("t-exh"); len(got) != 2 {
+		t.Fatalf("runs = %v, want 2", got)
+	}
+	waitFor(t, "the dead-letter hook", func() bool { return obs.count("dead:t-exh") == 1 })
+}
+
+// A worker that dies on a task's last delivery never acks it; the server's
+// max-deliveries advisory makes a dispatcher dead-letter it with a failed
+// result.
+func TestWorkerLostOnLastDeliveryIsDeadLettered(t *testing.T) {
+	e := startNATS(t, "")
+	c := connect(t, e)
+	cfg := dispatcher.Config{AckWait: 300 * time.Millisecond, MaxDeliver: 2}
+	cons, err := c.TaskConsumer(context.Background(), queue.ConsumerConfig{AckWait: cfg.AckWait, MaxDeliver: cfg.MaxDeliver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit(t, c, newTask("t-lost"))
+	for range 2 { // two deliveries to a "worker" that dies each time
+		if _, err := cons.Next(jetstream.FetchMaxWait(waitLimit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newFakeRunner()
+	runDispatcher(t, newDispatcher(t, c, r, cfg))
+	st := waitFinal(t, c, "t-lost")
+	if st.State != task.StateFailed || !strings.Contains(st.Reason, "deliveries exhausted (2)") {
+		t.Fatalf("status = %+v", st)
+	}
+	if _, err := c.DeadLetters().GetLastMsgForSubject(context.Background(), queue.DeadLetterSubjectPrefix+"t-lost"); err != nil {
+		t.Fatalf("no dead letter: %v", err)
+	}
+	waitFor(t, "the exhausted message to be removed", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	if got := r.runs("t-lost"); len(got) != 0 {
+		t.Fatalf("runs = %v, want none", got)
+	}
+}
+
+func TestRunnerWithoutFinalStateFails(t *testing.T) {
+	e := startNATS(t, "")
+	c := connect(t, e)
+	r := newFakeRunner()
+	r.behave = func(context.Context, task.Task, int, func(task.Event)) task.Report {
+		return task.Report{Result: task.Result{Status: task.StateRunning, Reason: "confused"}}
+	}
+	runDispatcher(t, newDispatcher(t, c, r, dispatcher.Config{}))
+	submit(t, c, newTask("t-nf"))
+	st := waitFinal(t, c, "t-nf")
+	if st.State != task.StateFailed || !strings.Contains(st.Reason, "no final state") {
+		t.Fatalf("status = %+v", st)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	c := connect(t, startNATS(t, ""))
+	for _, cfg := range []dispatcher.Config{
+		{Slots: -1}, {PerRepoLimit: -1}, {Grace: -time.Second}, {AckWait: time.Millisecond}, {MaxDeliver: -2},
+	} {
+		if _, err := dispatcher.New(c, newFakeRunner(), cfg); err == nil {
+			t.Errorf("New accepted %+v", cfg)
+		}
+	}
+	if _, err := dispatcher.New(nil, newFakeRunner(), dispatcher.Config{}); err == nil {
+		t.Error("New accepted a nil conn")
+	}
+}
+
+func TestRunTwiceFails(t *testing.T) {
+	c := connect(t, startNATS(t, ""))
+	obs := newRecordingObserver()
+	d := newDispatcher(t, c, newFakeRunner(), dispatcher.Config{Observer: obs})
+	runDispatcher(t, d)
+	waitFor(t, "the first Run to start", func() bool { return obs.count("slots") > 0 })
+	if err := d.Run(context.Background()); err == nil {
+		t.Fatal("second Run returned nil")
 	}
 }

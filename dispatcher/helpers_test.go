@@ -2,6 +2,8 @@ package dispatcher_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wrenchworks/wrench/dispatcher"
 	"github.com/wrenchworks/wrench/queue"
@@ -193,3 +196,118 @@ func submit(t testing.TB, c *queue.Conn, tk task.Task) task.Status {
 	}
 	return st
 }
+
+func (r *fakeRunner) total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, a := range r.calls {
+		n += len(a)
+	}
+	return n
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// publishRaw puts a message on the work queue the way a foreign publisher
+// would, bypassing Submit.
+func publishRaw(t testing.TB, c *queue.Conn, id string, body []byte, msgID string) {
+	t.Helper()
+	if _, err := c.JetStream().Publish(context.Background(), queue.TaskSubjectPrefix+id, body, jetstream.WithMsgID(msgID)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// streamMsgs is how many messages a stream holds.
+func streamMsgs(t testing.TB, c *queue.Conn, name string) uint64 {
+	t.Helper()
+	s, err := c.JetStream().Stream(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// events returns every event of a final task, through its result event.
+func events(t testing.TB, c *queue.Conn, id string) []task.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	ch, err := c.Events(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []task.Event
+	for ev := range ch {
+		evs = append(evs, ev)
+	}
+	if len(evs) == 0 || evs[len(evs)-1].Kind != task.EventResult {
+		t.Fatalf("events of %s did not end with a result: %+v", id, evs)
+	}
+	return evs
+}
+
+// recordingObserver counts hook calls by key.
+type recordingObserver struct {
+	dispatcher.NopObserver
+	mu     sync.Mutex
+	counts map[string]int
+	ctxKey any
+}
+
+type ctxKey struct{}
+
+func newRecordingObserver() *recordingObserver {
+	return &recordingObserver{counts: map[string]int{}}
+}
+
+func (o *recordingObserver) add(k string) {
+	o.mu.Lock()
+	o.counts[k]++
+	o.mu.Unlock()
+}
+
+func (o *recordingObserver) count(k string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.counts[k]
+}
+
+func (o *recordingObserver) TaskStarted(ctx context.Context, t task.Task, attempt int, _ time.Duration) context.Context {
+	o.add(fmt.Sprintf("started:%s:%d", t.ID, attempt))
+	return context.WithValue(ctx, ctxKey{}, "observed")
+}
+
+func (o *recordingObserver) TaskEvent(_ context.Context, ev task.Event) {
+	o.add("event:" + ev.TaskID + ":" + string(ev.Kind))
+}
+
+func (o *recordingObserver) TaskFinished(_ context.Context, res task.Result, _ time.Duration) {
+	o.add("finished:" + res.TaskID + ":" + string(res.Status))
+}
+
+func (o *recordingObserver) TaskRequeued(_ context.Context, id string, _ int, reason string) {
+	o.add("requeued:" + id)
+}
+
+func (o *recordingObserver) TaskDeadLettered(_ context.Context, id, _ string) { o.add("dead:" + id) }
+
+func (o *recordingObserver) Slots(busy, total int) {
+	o.add("slots")
+	if busy > total {
+		o.add("slots-overrun")
+	}
+}
+
+func (o *recordingObserver) ConsumerLag(uint64, uint64) { o.add("lag") }

@@ -54,16 +54,7 @@ func newClient(t *testing.T, baseURL string, mod func(*llm.Config)) (*llm.Client
 
 func startScript(t *testing.T, y string, opts ...scripted.Option) *scripted.Server {
 	t.Helper()
-	s, err := scripted.Parse([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := scripted.Start(context.Background(), s, "", opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv
+	return startB(t, mustParseB(t, y), opts...)
 }
 
 func loadScript(t *testing.T, path string) *scripted.Server {
@@ -72,12 +63,7 @@ func loadScript(t *testing.T, path string) *scripted.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := scripted.Start(context.Background(), s, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv
+	return startB(t, s)
 }
 
 var tools = []agent.ToolSpec{
@@ -291,11 +277,23 @@ func TestNew_RejectsBadBaseURL(t *testing.T) {
 	}
 }
 
-func mustParse(t *testing.T, y string) *scripted.Script {
-	t.Helper()
+func mustParse(t *testing.T, y string) *scripted.Script { return mustParseB(t, y) }
+
+func mustParseB(tb testing.TB, y string) *scripted.Script {
+	tb.Helper()
 	s, err := scripted.Parse([]byte(y))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return s
+}
+
+func startB(tb testing.TB, s *scripted.Script, opts ...scripted.Option) *scripted.Server {
+	tb.Helper()
+	srv, err := scripted.Start(context.Background(), s, "", opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = srv.Close() })
+	return srv
 }

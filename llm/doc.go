@@ -12,7 +12,7 @@
 //   - The SDK's own retries are off. [Client] retries 429, 408, 5xx,
 //     per-attempt timeouts and network errors with exponential backoff and
 //     jitter, honouring Retry-After / Retry-After-Ms (seconds or an HTTP
-//     date) and "x-should-retry"; it never retries 400, 401, 403 or a bad
+//     date) and "x-should-retry: false"; it never retries 400, 401, 403 or a bad
 //     response. A streaming attempt is not retried once a delta has been
 //     passed on, so a caller never sees a reply twice. A Retry-After longer
 //     than [Config].MaxRetryAfter ends the call with a *agent.ModelError

@@ -16,6 +16,10 @@ import (
 // maxRequestBody bounds a request body (a long conversation is a few MB).
 const maxRequestBody = 64 << 20
 
+// maxLog bounds the request log of a long-running server; the oldest
+// records are dropped first.
+const maxLog = 1000
+
 // Handler serves one [Script] as an OpenAI-compatible endpoint. Requests
 // are served one at a time, in arrival order, so a script plays in order
 // even under concurrent clients. It is safe for concurrent use.
@@ -131,7 +135,8 @@ func (h *Handler) Step() int {
 	return h.next
 }
 
-// Requests returns a copy of the chat requests received so far, in order.
+// Requests returns a copy of the chat requests received so far, in order
+// (the latest 1000).
 func (h *Handler) Requests() []Request {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -187,6 +192,9 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 	h.seq++
 	rec := Request{Seq: h.seq}
 	defer func() {
+		if len(h.log) >= maxLog {
+			h.log = append(h.log[:0], h.log[len(h.log)-maxLog+1:]...)
+		}
 		h.log = append(h.log, rec)
 		h.opts.logger.Debug("scripted model request", "seq", rec.Seq, "step", rec.Step, "stream", rec.Stream, "outcome", rec.Outcome)
 	}()

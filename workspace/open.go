@@ -1,0 +1,260 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/wrenchworks/wrench/task"
+)
+
+// Open clones repo into a fresh directory for taskID and makes the base
+// checkpoint. The URL may be https:// (auth, when set, is sent as a token),
+// file:// or a local path; Ref names a branch or tag (empty: the default
+// branch) and Commit pins a commit (full or abbreviated sha). With a mirror
+// directory configured the clone comes from the host's mirror of the
+// repository, fetched first when it lacks the commit; without one it is
+// shallow where the source allows.
+//
+// Errors are *CloneError, retriable or not; nothing is left on disk.
+func (m *Manager) Open(ctx context.Context, taskID string, repo task.Repo, auth *Auth) (*Workspace, error) {
+	start := time.Now()
+	if strings.TrimSpace(taskID) == "" {
+		return nil, errors.New("workspace: open: empty task id")
+	}
+	src, err := parseSource(repo.URL, !m.cfg.DisableLocal)
+	if err != nil {
+		return nil, permanent(src, "parse URL", err)
+	}
+	var f fetcher
+	switch src.kind {
+	case kindHTTPS:
+		f = newHTTPSFetcher(src, auth, m.cfg.CABundle)
+	default:
+		lr, err := openLocal(src)
+		if err != nil {
+			return nil, permanent(src, "open", err)
+		}
+		f = &localFetcher{repo: lr}
+	}
+	name, err := m.newDir(taskID)
+	if err != nil {
+		if name != "" {
+			_ = m.removeDir(name)
+		}
+		return nil, &CloneError{URL: src.display, Op: "create workspace", Retriable: true, Err: err}
+	}
+	dir := filepath.Join(m.cfg.Root, name)
+	w := &Workspace{
+		m:           m,
+		name:        name,
+		dir:         dir,
+		repoDir:     filepath.Join(dir, "repo"),
+		stateDir:    filepath.Join(dir, "state"),
+		checkpoints: map[plumbing.Hash]plumbing.Hash{},
+		stat:        map[string]statEntry{},
+	}
+	if err := m.populate(ctx, w, f, src, repo); err != nil {
+		_ = w.Close()
+		m.log.Warn("workspace clone failed", "task", taskID, "url", src.display, "error", err,
+			"retriable", Retriable(err), "duration", time.Since(start))
+		return nil, err
+	}
+	w.info.Duration = time.Since(start)
+	m.log.Info("workspace opened", "task", taskID, "url", src.display, "ref", w.info.Ref,
+		"commit", w.BaseCommit(), "mirror", w.info.Mirror, "checkout_cache", w.info.CheckoutCache,
+		"shallow", w.info.Shallow, "files", w.info.Files, "duration", w.info.Duration)
+	return w, nil
+}
+
+// populate fills w: objects into the state repository, the working tree's
+// .git, the checkout, the index, ownership and the base checkpoint.
+func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src source, repo task.Repo) error {
+	fail := func(op string, err error) error { return cloneErr(src, op, err) }
+	if err := initBare(w.stateDir); err != nil {
+		return fail("create workspace", err)
+	}
+	var (
+		p     plan
+		c     *object.Commit
+		cache *checkoutCache
+		blobs *os.File
+	)
+	if m.cfg.MirrorDir != "" {
+		mr, err := m.lockMirror(ctx, src)
+		if err != nil {
+			return fail("lock mirror", err)
+		}
+		defer mr.lock.unlock()
+		var state string
+		p, c, state, err = mr.sync(ctx, f, src, repo)
+		if err != nil {
+			return err
+		}
+		w.info.Mirror = state
+		if state == "created" {
+			m.mirrorMisses.Add(1)
+		} else {
+			m.mirrorHits.Add(1)
+		}
+		if m.cfg.CheckoutCache > 0 {
+			if cache, err = mr.checkout(ctx, c.TreeHash, m.cfg.CheckoutCache); err != nil {
+				return fail("cache checkout", err)
+			}
+			if blobs, err = os.Open(filepath.Join(cache.dir, "blobs")); err != nil {
+				return fail("cache checkout", err)
+			}
+			defer blobs.Close()
+		}
+		if _, err := linkObjects(mr.repo, w.stateDir, true); err != nil {
+			return fail("link objects", err)
+		}
+		// Copying the working tree only reads the mirror: let other Opens
+		// of the same repository read it too.
+		if err := mr.lock.set(ctx, false); err != nil {
+			return fail("lock mirror", err)
+		}
+	} else {
+		w.info.Mirror = "disabled"
+		var err error
+		if p, c, err = fetchDirect(ctx, f, src, repo, w.stateDir); err != nil {
+			return err
+		}
+	}
+	w.st = openStorage(w.stateDir, 32<<20)
+	w.ow = newObjectWriter(w.st)
+	w.baseCommit, w.baseTree = c.Hash, c.TreeHash
+
+	gitDir := filepath.Join(w.repoDir, ".git")
+	if err := os.Mkdir(w.repoDir, 0o755); err != nil {
+		return fail("create workspace", err)
+	}
+	g := workGitDir{commit: c.Hash, originURL: src.display, refs: map[plumbing.ReferenceName]plumbing.Hash{}}
+	switch {
+	case p.ref.IsBranch():
+		g.branch = p.ref.Short()
+		if w.st.HasEncodedObject(p.refHash) == nil {
+			g.refs[plumbing.NewRemoteReferenceName("origin", g.branch)] = p.refHash
+		}
+	case p.ref.IsTag():
+		if w.st.HasEncodedObject(p.refHash) == nil {
+			g.refs[p.ref] = p.refHash
+		}
+	}
+	if p.commit == "" {
+		w.info.Ref = p.ref.String()
+	} else if g.branch != "" {
+		w.info.Ref = p.ref.String()
+	}
+	if err := writeWorkGitDir(gitDir, g); err != nil {
+		return fail("write .git", err)
+	}
+	linked, err := linkObjects(w.stateDir, gitDir, m.hardlinkSafe())
+	if err != nil {
+		return fail("link objects", err)
+	}
+	if _, err := os.Stat(filepath.Join(gitDir, "shallow")); err == nil {
+		w.info.Shallow = true
+	}
+
+	root, err := os.OpenRoot(w.repoDir)
+	if err != nil {
+		return fail("checkout", err)
+	}
+	defer root.Close()
+	var (
+		dirs    []string
+		files   []fileSpec
+		content contentSource
+	)
+	if cache != nil {
+		w.baseFlat, dirs, files, content = cache.flat, cache.dirs, cache.files, blobFileContent{f: blobs}
+		w.info.CheckoutCache = true
+	} else {
+		if w.baseFlat, err = flatten(w.st, c.TreeHash); err != nil {
+			return fail("checkout", err)
+		}
+		dirs, files = checkoutPlan(w.baseFlat)
+		content = objectContent{st: w.st}
+	}
+	outs, err := m.materialize(ctx, root, dirs, files, content)
+	if err != nil {
+		return fail("checkout", err)
+	}
+	w.info.Files = len(files)
+	entries := make([]*index.Entry, len(outs))
+	now := time.Now()
+	for i, o := range outs {
+		entries[i] = o.entry
+		if s := files[i]; s.mode == filemode.Regular || s.mode == filemode.Executable {
+			w.remember(s.path, o.info, s.hash, now)
+		}
+	}
+	if err := writeIndex(gitDir, entries); err != nil {
+		return fail("checkout", err)
+	}
+	isLinked := map[string]bool{}
+	for _, l := range linked {
+		isLinked[filepath.ToSlash(filepath.Join(".git", l))] = true
+	}
+	if err := m.chownTree(root, ".git", func(p string) bool { return isLinked[p] }); err != nil {
+		return fail("chown", err)
+	}
+	if err := m.lchown(root, "."); err != nil {
+		return fail("chown", err)
+	}
+	for _, e := range w.baseFlat {
+		w.ow.known[e.Hash] = struct{}{}
+	}
+	w.ow.known[c.TreeHash] = struct{}{}
+
+	w.tip = c.Hash
+	w.checkpoints[c.Hash] = c.TreeHash
+	if w.baseCheckpoint, err = w.commit(c.TreeHash, "wrench: base "+c.Hash.String()); err != nil {
+		return fail("base checkpoint", err)
+	}
+	if err := w.st.SetReference(plumbing.NewHashReference("refs/wrench/base", c.Hash)); err != nil {
+		return fail("base checkpoint", err)
+	}
+	return nil
+}
+
+// fetchDirect fetches into the state repository without a mirror: one
+// commit deep when a ref (or a full commit sha the server will serve) is
+// enough, everything otherwise.
+func fetchDirect(ctx context.Context, f fetcher, src source, repo task.Repo, stateDir string) (plan, *object.Commit, error) {
+	refs, head, err := f.refs(ctx)
+	if err != nil {
+		return plan{}, nil, cloneErr(src, "list refs", err)
+	}
+	p, err := makePlan(repo, refs, head)
+	if err != nil {
+		return p, nil, permanent(src, "resolve ref", err)
+	}
+	st := openStorage(stateDir, 16<<20)
+	defer st.Close()
+	switch {
+	case p.commit != "" && p.fullCommit().IsZero(), p.commit == "" && p.ref == "":
+		err = f.fetchAll(ctx, st, stateDir)
+	default:
+		err = f.fetchShallow(ctx, st, stateDir, p.ref, p.fullCommit())
+	}
+	if err != nil {
+		return p, nil, cloneErr(src, "fetch", err)
+	}
+	st.ObjectStorage.Reindex()
+	c, err := resolveCommit(st, p)
+	if err != nil {
+		return p, nil, cloneErr(src, "resolve commit", fmt.Errorf("%w", err))
+	}
+	return p, c, nil
+}

@@ -48,6 +48,7 @@ type SpecError struct {
 	Err    error
 }
 
+// Error describes the spec and what is wrong with it.
 func (e *SpecError) Error() string {
 	msg := fmt.Sprintf("model %q: %s", e.Spec, e.Reason)
 	if e.Err != nil {
@@ -56,6 +57,7 @@ func (e *SpecError) Error() string {
 	return msg
 }
 
+// Unwrap returns the underlying error, if any.
 func (e *SpecError) Unwrap() error { return e.Err }
 
 // Open opens the model a --model value names and returns it with the model

@@ -79,7 +79,11 @@ func (s *runState) maybeCompact(parent, ctx context.Context) *ending {
 			return nil
 		}
 	}
-	if s.compactions < cc.MaxPerRun && (s.compactions == 0 || s.turn-s.lastCompactTurn >= cc.MinTurnsBetween) {
+	if s.compactTries < cc.MaxPerRun && (s.compactTries == 0 || s.turn-s.lastCompactTurn >= cc.MinTurnsBetween) {
+		// Attempts count, failed ones too: a summary that keeps failing
+		// must not cost a model call every turn.
+		s.compactTries++
+		s.lastCompactTurn = s.turn
 		err := s.summarise(ctx)
 		switch {
 		case err == nil:
@@ -151,7 +155,6 @@ func (s *runState) summarise(ctx context.Context) error {
 	s.traj.message(s.turn, &s.msgs[len(s.msgs)-1])
 	s.msgs = append(s.msgs, kept...)
 	s.compactions++
-	s.lastCompactTurn = s.turn
 	s.lastInputAt = 0
 	s.emit(task.Event{Kind: task.EventLog, Text: fmt.Sprintf("compaction: %d messages summarised", folded)})
 	s.traj.write(Record{Kind: RecordCompaction, Turn: s.turn, Note: fmt.Sprintf("%d messages summarised", folded)})

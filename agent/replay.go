@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -65,48 +64,57 @@ func Replay(ctx context.Context, env Env, records []Record) (ReplayReport, error
 	for _, t := range tools {
 		s.toolIndex[t.name] = t
 	}
-	results := map[string]*Record{}
-	for i := range records {
-		if r := &records[i]; r.Kind == RecordToolResult && r.Call != nil {
-			results[r.Call.ID] = r
-		}
-	}
+	// A tool_result follows its tool_call; pair them by order, since call
+	// ids are not always unique across turns.
+	pending := map[string]*Record{}
 	var rep ReplayReport
-	for _, rec := range records {
-		if rec.Kind != RecordToolCall || rec.Call == nil {
+	for i := range records {
+		rec := &records[i]
+		if rec.Call == nil {
 			continue
 		}
-		want := results[rec.Call.ID]
-		if want == nil || rec.Call.Name == ToolFinish {
+		switch rec.Kind {
+		case RecordToolCall:
+			if pending[rec.Call.ID] != nil {
+				rep.Skipped++ // a call whose result was never recorded
+			}
+			pending[rec.Call.ID] = rec
+			continue
+		case RecordToolResult:
+		default:
+			continue
+		}
+		callRec := pending[rec.Call.ID]
+		delete(pending, rec.Call.ID)
+		if callRec == nil || callRec.Call.Name == ToolFinish {
 			rep.Skipped++
 			continue
 		}
-		s.turn = rec.Turn
-		res := s.dispatch(ctx, *rec.Call)
+		s.turn = callRec.Turn
+		res := s.dispatch(ctx, *callRec.Call)
 		if res.fatal != nil {
 			if ctx.Err() != nil {
 				return rep, ctx.Err()
 			}
-			return rep, fmt.Errorf("replay call %s (%s): %w", rec.Call.ID, rec.Call.Name, res.fatal)
+			return rep, fmt.Errorf("replay call %s (%s): %w", callRec.Call.ID, callRec.Call.Name, res.fatal)
 		}
 		rep.Calls++
 		got := res.raw
 		if got == "" {
 			got = res.output
 		}
-		if maskVolatile(got) == maskVolatile(want.Output) {
+		// Credential-shaped tokens were redacted when recorded.
+		if maskVolatile(redactString(got, nil)) == maskVolatile(rec.Output) {
 			rep.Matched++
 			continue
 		}
 		rep.Divergences = append(rep.Divergences, Divergence{
-			Seq: want.Seq, Turn: rec.Turn, CallID: rec.Call.ID, Tool: rec.Call.Name,
-			Arguments: rec.Call.Arguments, Recorded: want.Output, Replayed: got,
+			Seq: rec.Seq, Turn: callRec.Turn, CallID: callRec.Call.ID, Tool: callRec.Call.Name,
+			Arguments: callRec.Call.Arguments, Recorded: rec.Output, Replayed: got,
 		})
 	}
-	if ctx.Err() != nil {
-		return rep, errors.Join(ctx.Err())
-	}
-	return rep, nil
+	rep.Skipped += len(pending)
+	return rep, ctx.Err()
 }
 
 // maskVolatile hides what legitimately differs between two executions:

@@ -41,7 +41,8 @@ type runState struct {
 	loops   loopDetector
 	ver     verifyState
 
-	compactions     int
+	compactions     int // summaries made
+	compactTries    int // summaries attempted
 	lastCompactTurn int
 	// lastInput is the input tokens the last model call reported, and
 	// lastInputAt how many messages that call saw (0: unknown).

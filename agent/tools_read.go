@@ -69,25 +69,30 @@ func runView(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if limit <= 0 {
 		limit = defaultViewLimit
 	}
-	var b strings.Builder
-	end := start - 1
 	budget := s.a.cfg.MaxOutputChars
+	b := make([]byte, 0, min(len(data)+8*len(lines), budget+maxLineChars+64))
+	end := start - 1
 	for i := start - 1; i < len(lines) && i < start-1+limit; i++ {
 		line := strings.TrimRight(lines[i], "\r\n")
-		if len(line) > maxLineChars {
-			line = line[:maxLineChars] + "… [line cut]"
+		cut := len(line) > maxLineChars
+		if cut {
+			line = line[:maxLineChars]
 		}
-		entry := fmt.Sprintf("%6d\t%s\n", i+1, line)
-		if b.Len()+len(entry) > budget && end >= start {
+		if len(b)+len(line)+8 > budget && end >= start {
 			break
 		}
-		b.WriteString(entry)
+		b = appendLineNumber(b, i+1)
+		b = append(b, line...)
+		if cut {
+			b = append(b, "… [line cut]"...)
+		}
+		b = append(b, '\n')
 		end = i + 1
 	}
 	if end < len(lines) {
-		fmt.Fprintf(&b, "(showing lines %d-%d of %d; view with offset=%d for more)\n", start, end, len(lines), end+1)
+		b = fmt.Appendf(b, "(showing lines %d-%d of %d; view with offset=%d for more)\n", start, end, len(lines), end+1)
 	}
-	return toolResult{output: strings.TrimRight(b.String(), "\n")}
+	return toolResult{output: strings.TrimRight(string(b), "\n")}
 }
 
 var lsTool = &tool{
@@ -221,12 +226,18 @@ func runGrep(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 		return toolResult{output: "No matches for " + strconv.Quote(a.Pattern) + "."}
 	}
 	var b strings.Builder
+	b.Grow(len(matches) * 64)
 	for _, m := range matches {
 		text := m.Text
 		if len(text) > maxLineChars {
 			text = text[:maxLineChars] + "…"
 		}
-		fmt.Fprintf(&b, "%s:%d:%s\n", m.Path, m.Line, text)
+		b.WriteString(m.Path)
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(m.Line))
+		b.WriteByte(':')
+		b.WriteString(text)
+		b.WriteByte('\n')
 	}
 	if len(matches) >= maxGrepMatches {
 		fmt.Fprintf(&b, "[stopped at %d matches: narrow the pattern, the path or include]\n", maxGrepMatches)
@@ -269,4 +280,16 @@ func (s *runState) checkFresh(path string, current []byte) *toolResult {
 		return &r
 	}
 	return nil
+}
+
+// appendLineNumber appends n right-aligned in six columns and a tab, as
+// cat -n does.
+func appendLineNumber(b []byte, n int) []byte {
+	var num [20]byte
+	d := strconv.AppendInt(num[:0], int64(n), 10)
+	for i := len(d); i < 6; i++ {
+		b = append(b, ' ')
+	}
+	b = append(b, d...)
+	return append(b, '\t')
 }

@@ -58,8 +58,10 @@
 // verification, or success of a command that failed before, resets it.
 // Loop detection is deterministic and outside the model: the same tool,
 // arguments (compared as JSON) and result LoopRepeats times within the last
-// LoopWindow calls earns a nudge; LoopRepeats more after it end the run
-// with loop_detected.
+// LoopWindow calls earns a nudge; counting again from the nudged call,
+// LoopRepeats more (that is, LoopRepeats-1 after it) end the run with
+// loop_detected. Durations, addresses and temp paths in results are masked,
+// so a re-run that only differs in its timing is still the same result.
 //
 // # Verification, checkpoints and rollback
 //

@@ -106,10 +106,13 @@ func (s *runState) toolTurn(parent, ctx context.Context, resp ModelResponse) *en
 		return s.noToolCalls(resp)
 	}
 	s.intentNudges = 0
+	// Every call needs an id unique within the reply to tie its result.
+	ids := make(map[string]bool, len(msg.ToolCalls))
 	for i := range msg.ToolCalls {
-		if msg.ToolCalls[i].ID == "" {
+		if id := msg.ToolCalls[i].ID; id == "" || ids[id] {
 			msg.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", s.turn, i)
 		}
+		ids[msg.ToolCalls[i].ID] = true
 	}
 	s.appendMsg(msg)
 	return s.runCalls(parent, ctx, msg.ToolCalls)

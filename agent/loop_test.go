@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -357,5 +358,69 @@ func TestInvalidRuns(t *testing.T) {
 				t.Errorf("err = %v", err)
 			}
 		})
+	}
+}
+
+// brokenEnv fails like a sandbox whose container died.
+type brokenEnv struct {
+	*memenv.Env
+	execErr, readErr error
+}
+
+func (e *brokenEnv) Exec(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+	if e.execErr != nil {
+		return agent.ExecResult{}, e.execErr
+	}
+	return e.Env.Exec(ctx, req)
+}
+
+func (e *brokenEnv) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	if e.readErr != nil {
+		return nil, e.readErr
+	}
+	return e.Env.ReadFile(ctx, p)
+}
+
+func TestEnvironmentFailuresEndTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  *brokenEnv
+		call agent.ToolCall
+	}{
+		{"exec error", &brokenEnv{Env: memenv.New(nil), execErr: errors.New("container gone")}, call("bash", map[string]any{"command": "ls"})},
+		{"file error marked as infrastructure", &brokenEnv{Env: memenv.New(nil), readErr: fmt.Errorf("docker cp: %w", agent.ErrEnvFailed)}, view("a.go")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := newRun(memenv.New(nil), calls(tc.call), finish("never"))
+			r.Env = tc.env
+			out, err := agent.New(agent.Config{}).Run(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Reason != agent.StopEnvError || !errors.Is(out.Err, agent.ErrEnvFailed) {
+				t.Errorf("reason %s err %v", out.Reason, out.Err)
+			}
+		})
+	}
+	// An ordinary file error is the model's business.
+	r, _ := newRun(memenv.New(nil), calls(view("a.go")), finish("ok"))
+	r.Env = &brokenEnv{Env: memenv.New(nil), readErr: errors.New("odd error")}
+	r.Task.TestCommand = ""
+	out, _ := agent.New(agent.Config{}).Run(context.Background(), r)
+	if out.Reason != agent.StopFinished || !strings.Contains(toolResults(out.Messages)[0].Content, "odd error") {
+		t.Errorf("reason %s", out.Reason)
+	}
+}
+
+func TestDuplicateCallIDsAreMadeUnique(t *testing.T) {
+	a, b := call("bash", map[string]any{"command": "echo a"}), call("bash", map[string]any{"command": "echo b"})
+	a.ID, b.ID = "call_0", "call_0"
+	r, _ := newRun(memenv.New(nil), calls(a, b), finish("ok"))
+	r.Task.TestCommand = ""
+	out, _ := agent.New(agent.Config{}).Run(context.Background(), r)
+	asst := out.Messages[2]
+	res := toolResults(out.Messages)
+	if asst.ToolCalls[0].ID == asst.ToolCalls[1].ID || res[0].ToolCallID != asst.ToolCalls[0].ID || res[1].ToolCallID != asst.ToolCalls[1].ID {
+		t.Errorf("ids %q %q, results %q %q", asst.ToolCalls[0].ID, asst.ToolCalls[1].ID, res[0].ToolCallID, res[1].ToolCallID)
 	}
 }

@@ -168,7 +168,8 @@ func newLoopDetector(window, repeats int) loopDetector {
 }
 
 // loopKey identifies a call and its result; the arguments are compared as
-// JSON values, so key order and spacing do not matter.
+// JSON values, so key order and spacing do not matter, and durations,
+// addresses and temp paths in the result are masked.
 func loopKey(name, arguments, result string) string {
 	var v any
 	argText := arguments
@@ -178,7 +179,7 @@ func loopKey(name, arguments, result string) string {
 		}
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s", name, argText, result)
+	fmt.Fprintf(h, "%s\x00%s\x00%s", name, argText, maskVolatile(result))
 	return string(h.Sum(nil)[:12])
 }
 

@@ -150,6 +150,21 @@ func TestLoopDetection(t *testing.T) {
 			t.Errorf("reason %s", out.Reason)
 		}
 	})
+	t.Run("results differing only in timing are the same", func(t *testing.T) {
+		e := memenv.New(nil)
+		k := 0
+		e.Handle("go test", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+			k++
+			return agent.ExecResult{ExitCode: 1, Output: []byte(fmt.Sprintf("--- FAIL: TestA (0.0%ds)\nFAIL\tcalc\t0.%03ds\n", k, k))}, nil
+		})
+		gt := calls(call("bash", map[string]any{"command": "go test"}))
+		r, _ := newRun(e, gt, gt, gt, gt, gt, finish("never"))
+		r.Task.TestCommand = ""
+		out, _ := agent.New(agent.Config{}).Run(context.Background(), r)
+		if out.Reason != agent.StopLoopDetected {
+			t.Errorf("reason %s", out.Reason)
+		}
+	})
 	t.Run("a different result is not a loop", func(t *testing.T) {
 		e := memenv.New(nil)
 		k := 0

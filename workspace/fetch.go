@@ -173,6 +173,9 @@ func makePlan(repo task.Repo, refs map[plumbing.ReferenceName]plumbing.Hash, hea
 		}
 		return p, fmt.Errorf("%w: %q is not a branch or tag", ErrRefNotFound, ref)
 	}
+	if p.commit != "" {
+		return p, nil // a pinned commit without a ref is checked out detached
+	}
 	if head != nil && head.Type() == plumbing.SymbolicReference {
 		if h, ok := refs[head.Target()]; ok {
 			p.ref, p.refHash = head.Target(), h
@@ -181,9 +184,6 @@ func makePlan(repo task.Repo, refs map[plumbing.ReferenceName]plumbing.Hash, hea
 	}
 	if head != nil && head.Type() == plumbing.HashReference {
 		p.refHash = head.Hash()
-		return p, nil
-	}
-	if p.commit != "" {
 		return p, nil
 	}
 	if len(refs) == 0 {

@@ -3,10 +3,14 @@ package workspace
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 )
 
@@ -73,7 +77,7 @@ func newFixture(t testing.TB) fixture {
 	}
 	write("README.md", "hello\n", 0o644)
 	write("src/main.go", "package main\n\nfunc main() {}\n", 0o644)
-	write("src/lib/util.go", "package lib\n\n// Add adds.\nfunc Add(a, b int) int { return a - b }\n", 0o644)
+	write("src/lib/util.go", utilGo, 0o644)
 	write("scripts/run.sh", "#!/bin/sh\necho run\n", 0o755)
 	write("data/blob.bin", "\x00\x01\x02binary\x00", 0o644)
 	write(".gitignore", "*.log\nbuild/\n", 0o644)
@@ -98,3 +102,95 @@ func newFixture(t testing.TB) fixture {
 }
 
 func ctxT(t testing.TB) context.Context { return t.Context() }
+
+// gitCmd is a git command with a neutral environment.
+func gitCmd(dir string, args ...string) *exec.Cmd {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	return cmd
+}
+
+// treeListing describes the files under dir (not .git, not empty
+// directories) like `git ls-tree -r`: mode, blob hash, path; sorted.
+func treeListing(t testing.TB, dir string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			return nil
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		var mode string
+		var data []byte
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			mode = "120000"
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			data = []byte(target)
+		case fi.Mode()&0o100 != 0:
+			mode = "100755"
+		default:
+			mode = "100644"
+		}
+		if data == nil {
+			if data, err = os.ReadFile(p); err != nil {
+				return err
+			}
+		}
+		lines = append(lines, fmt.Sprintf("%s %s\t%s", mode, blobHash(data), filepath.ToSlash(rel)))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// gitTreeListing is treeListing's format from `git ls-tree -r` of rev.
+func gitTreeListing(t testing.TB, repo, rev string) string {
+	t.Helper()
+	out := runGit(t, repo, "ls-tree", "-r", "--full-tree", rev)
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if l == "" {
+			continue
+		}
+		// "<mode> blob <hash>\t<path>"
+		f := strings.SplitN(l, " ", 3)
+		lines = append(lines, f[0]+" "+f[2])
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// utilGo is the fixture's src/lib/util.go.
+const utilGo = `package lib
+
+// Add adds.
+func Add(a, b int) int { return a - b }
+
+// Sub subtracts.
+func Sub(a, b int) int { return a - b }
+
+// Mul multiplies.
+func Mul(a, b int) int { return a * b }
+
+// Div divides.
+func Div(a, b int) int { return a / b }
+`

@@ -56,7 +56,7 @@ func (c objectContent) copyTo(f *os.File, s fileSpec) error {
 }
 
 func (c objectContent) read(s fileSpec) ([]byte, error) { return readBlob(c.st, s.hash) }
-func (c objectContent) parallel() bool                 { return false }
+func (c objectContent) parallel() bool                  { return false }
 
 // blobFileContent copies ranges of a checkout cache's blob file, in the
 // kernel (copy_file_range) where the file system allows.

@@ -3,6 +3,7 @@ package agent
 import (
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
 	"time"
 
@@ -21,29 +22,6 @@ const (
 	DefaultMaxTokens           = 5_000_000
 	DefaultTimeout             = 30 * time.Minute
 )
-
-// DefaultPrices returns the built-in price table (US dollars per million
-// tokens, list prices published by the vendors in 2025). Names match by
-// longest prefix, so "gpt-4o-2024-08-06" uses "gpt-4o". Models served
-// locally or scripted cost nothing. Operators override it with
-// Config.Prices (from the configuration file).
-func DefaultPrices() map[string]Price {
-	return map[string]Price{
-		"gpt-4o":            {InputPerMTok: 2.50, OutputPerMTok: 10, CachedInputPerMTok: 1.25},
-		"gpt-4o-mini":       {InputPerMTok: 0.15, OutputPerMTok: 0.60, CachedInputPerMTok: 0.075},
-		"gpt-4.1":           {InputPerMTok: 2, OutputPerMTok: 8, CachedInputPerMTok: 0.50},
-		"gpt-4.1-mini":      {InputPerMTok: 0.40, OutputPerMTok: 1.60, CachedInputPerMTok: 0.10},
-		"gpt-4.1-nano":      {InputPerMTok: 0.10, OutputPerMTok: 0.40, CachedInputPerMTok: 0.025},
-		"o3":                {InputPerMTok: 2, OutputPerMTok: 8, CachedInputPerMTok: 0.50},
-		"o4-mini":           {InputPerMTok: 1.10, OutputPerMTok: 4.40, CachedInputPerMTok: 0.275},
-		"claude-sonnet-4":   {InputPerMTok: 3, OutputPerMTok: 15, CachedInputPerMTok: 0.30},
-		"claude-opus-4":     {InputPerMTok: 15, OutputPerMTok: 75, CachedInputPerMTok: 1.50},
-		"claude-3-5-haiku":  {InputPerMTok: 0.80, OutputPerMTok: 4, CachedInputPerMTok: 0.08},
-		"deepseek-chat":     {InputPerMTok: 0.27, OutputPerMTok: 1.10, CachedInputPerMTok: 0.07},
-		"deepseek-reasoner": {InputPerMTok: 0.55, OutputPerMTok: 2.19, CachedInputPerMTok: 0.14},
-		"scripted":          {},
-	}
-}
 
 // LimitsFromTask maps a task's limits (where 0 means "the default") to run
 // limits, filling DefaultMaxTurns, DefaultMaxCostUSD, DefaultMaxTokens and
@@ -75,9 +53,6 @@ func LimitsFromTask(l task.Limits) Limits {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Prices == nil {
-		c.Prices = DefaultPrices()
-	}
 	if c.MaxOutputChars <= 0 {
 		c.MaxOutputChars = DefaultMaxOutputChars
 	}
@@ -136,26 +111,37 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// lookupPrefix finds name in m exactly, then by the longest key that is a
-// prefix of name.
-func lookupPrefix[V any](m map[string]V, name string) (V, bool) {
+// datedSuffix matches a model snapshot suffix: "-2024-08-06", "-20250514"
+// or "-latest".
+var datedSuffix = regexp.MustCompile(`-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$`)
+
+// lookupModel finds a model in m: exactly, then without a provider prefix
+// ("openai/gpt-4o"), then without a snapshot suffix ("gpt-4o-2024-08-06").
+// Other variants are not guessed ("o3-mini" is not "o3"). These are the
+// rules of llm.PriceTable, so a table converted from it prices the same.
+func lookupModel[V any](m map[string]V, name string) (V, bool) {
 	if v, ok := m[name]; ok {
 		return v, true
 	}
-	var best V
-	bestLen, found := -1, false
-	for k, v := range m {
-		if strings.HasPrefix(name, k) && len(k) > bestLen {
-			best, bestLen, found = v, len(k), true
+	if i := strings.LastIndex(name, "/"); i >= 0 {
+		name = name[i+1:]
+		if v, ok := m[name]; ok {
+			return v, true
 		}
 	}
-	return best, found
+	if base := datedSuffix.ReplaceAllString(name, ""); base != name {
+		if v, ok := m[base]; ok {
+			return v, true
+		}
+	}
+	var zero V
+	return zero, false
 }
 
 // Cost prices one model call's usage; ok is false when the model has no
 // price.
 func (c Config) Cost(model string, u TokenUsage) (usd float64, ok bool) {
-	p, ok := lookupPrefix(c.Prices, model)
+	p, ok := lookupModel(c.Prices, model)
 	if !ok {
 		return 0, false
 	}
@@ -171,7 +157,7 @@ func (c Config) Cost(model string, u TokenUsage) (usd float64, ok bool) {
 }
 
 func (c Config) contextWindow(model string) int {
-	if w, ok := lookupPrefix(c.ContextWindows, model); ok && w > 0 {
+	if w, ok := lookupModel(c.ContextWindows, model); ok && w > 0 {
 		return w
 	}
 	return DefaultContextWindow

@@ -124,12 +124,12 @@
 // Limits: MaxTurns N stops after N turns; -1 and 0 both run until
 // HardTurnCap (default 100) — 0 is the zero value and must be usable, so it
 // does not disable the run as seed 004's maxTurns=0 does. Cost is priced per
-// call from Config.Prices (DefaultPrices when nil: vendors' published list
-// prices, matched by longest model-name prefix; unknown models cost 0 and
-// are logged once). LimitsFromTask supplies the task defaults: 50 turns,
-// $5, 5,000,000 tokens, 30 minutes, 3 consecutive format errors. When a
-// limit is reached, Run.OnLimit decides: true grants another allowance of
-// the original size.
+// call from Config.Prices, whose source is the operator's price table
+// (llm.DefaultPrices plus a price file, converted by the CLI); a model it
+// does not list costs 0 and is logged once. LimitsFromTask supplies the
+// task defaults: 50 turns, $5, 5,000,000 tokens, 30 minutes, 3 consecutive
+// format errors. When a limit is reached, Run.OnLimit decides: true grants
+// another allowance of the original size.
 //
 // # Trajectory and replay
 //

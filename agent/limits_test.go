@@ -37,7 +37,7 @@ func TestLimits(t *testing.T) {
 		{name: "zero means no explicit limit, hard cap holds", limits: agent.Limits{HardTurnCap: 5}, reason: agent.StopMaxTurns, modelCall: 5},
 		{name: "OnLimit grants another allowance", limits: agent.Limits{MaxTurns: 2}, onLimit: onceYes(), reason: agent.StopMaxTurns, modelCall: 4},
 		// 110 input + 10 output tokens per call at $1/$10 per MTok = $0.0002.
-		{name: "max cost", limits: agent.Limits{MaxCostUSD: 0.0005}, prices: map[string]agent.Price{"scri": {InputPerMTok: 1, OutputPerMTok: 10}}, reason: agent.StopMaxCost, modelCall: 3},
+		{name: "max cost", limits: agent.Limits{MaxCostUSD: 0.0005}, prices: map[string]agent.Price{"scripted": {InputPerMTok: 1, OutputPerMTok: 10}}, reason: agent.StopMaxCost, modelCall: 3},
 		{name: "max tokens", limits: agent.Limits{MaxTokens: 250}, reason: agent.StopMaxTokens, modelCall: 3},
 		{name: "timeout", limits: agent.Limits{Timeout: time.Nanosecond}, reason: agent.StopTimeout, modelCall: 0},
 	} {
@@ -78,11 +78,13 @@ func TestCostIsPricedPerModel(t *testing.T) {
 	if want := 0.6*2.5 + 0.4*1.25 + 0.1*10; !ok || got < want-1e-9 || got > want+1e-9 {
 		t.Errorf("cost = %v %v, want %v", got, ok, want)
 	}
-	if _, ok := cfg.Cost("llama", agent.TokenUsage{InputTokens: 1}); ok {
-		t.Errorf("unknown model priced")
+	if _, ok := cfg.Cost("openai/gpt-4o", agent.TokenUsage{InputTokens: 1}); !ok {
+		t.Errorf("provider prefix not stripped")
 	}
-	if p := agent.DefaultPrices(); p["gpt-4o"].InputPerMTok == 0 || len(p) < 5 {
-		t.Errorf("default prices = %v", p)
+	for _, name := range []string{"llama", "gpt-4o-mini"} {
+		if _, ok := cfg.Cost(name, agent.TokenUsage{InputTokens: 1}); ok {
+			t.Errorf("%s priced from another model", name)
+		}
 	}
 }
 

@@ -188,12 +188,15 @@ var ErrEnvFailed = errors.New("environment failed")
 // Config configures an Agent. The zero value is usable: every field has a
 // default, applied by New.
 type Config struct {
-	// Prices maps model name to per-million-token prices. A model name is
-	// looked up exactly, then by its longest listed prefix. Nil means
-	// DefaultPrices().
+	// Prices maps model name to per-million-token prices: exactly, then
+	// without a provider prefix ("openai/gpt-4o"), then without a snapshot
+	// suffix ("gpt-4o-2024-08-06"). The table's source is the operator's
+	// configuration (llm.PriceTable and its price file, converted with
+	// AgentPrices). An unlisted model costs 0, is logged once per run, and
+	// is not bounded by MaxCostUSD.
 	Prices map[string]Price
-	// ContextWindows maps model name (exact, then longest prefix) to its
-	// context window in tokens; unlisted models get DefaultContextWindow.
+	// ContextWindows maps model name (looked up like Prices) to its context
+	// window in tokens; unlisted models get DefaultContextWindow.
 	ContextWindows map[string]int
 	// Prompts overrides the prompt templates; empty fields keep the defaults.
 	Prompts PromptSet

@@ -6,51 +6,17 @@ import (
 	"regexp"
 	"strings"
 	"time"
-
-	"github.com/wrenchworks/wrench/task"
 )
 
-// Defaults applied by New and LimitsFromTask.
+// Defaults applied by New and Run. Task-level defaults (turns, cost,
+// tokens, wall clock) are the worker's business.
 const (
 	DefaultMaxOutputChars      = 10_000
 	DefaultContextWindow       = 128_000
 	DefaultHardTurnCap         = 100
 	DefaultMaxFormatErrors     = 3
 	DefaultMaxFinishRejections = 2
-	DefaultMaxTurns            = 50
-	DefaultMaxCostUSD          = 5.0
-	DefaultMaxTokens           = 5_000_000
-	DefaultTimeout             = 30 * time.Minute
 )
-
-// LimitsFromTask maps a task's limits (where 0 means "the default") to run
-// limits, filling DefaultMaxTurns, DefaultMaxCostUSD, DefaultMaxTokens and
-// DefaultTimeout. MaxTurns -1 stays -1 (unlimited under the hard cap, which
-// is raised to task.MaxTurnsHardCap).
-func LimitsFromTask(l task.Limits) Limits {
-	out := Limits{
-		MaxTurns:   l.MaxTurns,
-		MaxCostUSD: l.MaxCostUSD,
-		MaxTokens:  l.MaxTokens,
-		Timeout:    time.Duration(l.Timeout),
-	}
-	if out.MaxTurns == 0 {
-		out.MaxTurns = DefaultMaxTurns
-	}
-	if out.MaxTurns == -1 {
-		out.HardTurnCap = task.MaxTurnsHardCap
-	}
-	if out.MaxCostUSD == 0 {
-		out.MaxCostUSD = DefaultMaxCostUSD
-	}
-	if out.MaxTokens == 0 {
-		out.MaxTokens = DefaultMaxTokens
-	}
-	if out.Timeout == 0 {
-		out.Timeout = DefaultTimeout
-	}
-	return out
-}
 
 func (c Config) withDefaults() Config {
 	if c.MaxOutputChars <= 0 {

@@ -126,10 +126,11 @@
 // does not disable the run as seed 004's maxTurns=0 does. Cost is priced per
 // call from Config.Prices, whose source is the operator's price table
 // (llm.DefaultPrices plus a price file, converted by the CLI); a model it
-// does not list costs 0 and is logged once. LimitsFromTask supplies the
-// task defaults: 50 turns, $5, 5,000,000 tokens, 30 minutes, 3 consecutive
-// format errors. When a limit is reached, Run.OnLimit decides: true grants
-// another allowance of the original size.
+// does not list costs 0 and is logged once. The agent's own defaults:
+// HardTurnCap 100, MaxFormatErrors 3, no cost, token or wall-clock limit
+// (the worker fills the task's defaults, and for MaxTurns -1 may raise
+// HardTurnCap to task.MaxTurnsHardCap). When a limit is reached,
+// Run.OnLimit decides: true grants another allowance of the original size.
 //
 // # Trajectory and replay
 //

@@ -88,17 +88,6 @@ func TestCostIsPricedPerModel(t *testing.T) {
 	}
 }
 
-func TestLimitsFromTask(t *testing.T) {
-	got := agent.LimitsFromTask(task.Limits{})
-	if got.MaxTurns != agent.DefaultMaxTurns || got.MaxCostUSD != agent.DefaultMaxCostUSD || got.Timeout != agent.DefaultTimeout || got.MaxTokens != agent.DefaultMaxTokens {
-		t.Errorf("defaults = %+v", got)
-	}
-	got = agent.LimitsFromTask(task.Limits{MaxTurns: -1, MaxCostUSD: 1, Timeout: task.Duration(time.Minute)})
-	if got.MaxTurns != -1 || got.HardTurnCap != task.MaxTurnsHardCap || got.MaxCostUSD != 1 || got.Timeout != time.Minute {
-		t.Errorf("explicit = %+v", got)
-	}
-}
-
 // blockingModel signals when a call has started and blocks until ctx ends.
 type blockingModel struct {
 	started chan struct{}

@@ -46,7 +46,9 @@ var mutations = []mutation{
 	{"chmod +x", func(t *testing.T, d string) { must(t, os.Chmod(filepath.Join(d, "README.md"), 0o755)) }},
 	{"chmod -x", func(t *testing.T, d string) { must(t, os.Chmod(filepath.Join(d, "scripts/run.sh"), 0o644)) }},
 	{"chmod and edit", func(t *testing.T, d string) { writeFile(t, d, "scripts/run.sh", "#!/bin/sh\necho changed\n", 0o644) }},
-	{"binary modify", func(t *testing.T, d string) { writeFile(t, d, "data/blob.bin", "\x00\x01\x02\x03changed\x00\xff", 0o644) }},
+	{"binary modify", func(t *testing.T, d string) {
+		writeFile(t, d, "data/blob.bin", "\x00\x01\x02\x03changed\x00\xff", 0o644)
+	}},
 	{"binary add", func(t *testing.T, d string) {
 		var b bytes.Buffer
 		for i := range 5000 {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/sandbox/docker"
@@ -75,4 +76,44 @@ func TestDockerPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	// newDockerProvider's cleanup checks no container is left.
+}
+
+// BenchmarkPoolAcquire: task-to-sandbox-ready with a warm pool (one Acquire
+// of a ready sandbox, env and lifetime applied, liveness checked). Target:
+// p50 ≤ 100 ms.
+func BenchmarkPoolAcquire(b *testing.B) {
+	prov, image, _ := newDockerProvider(b)
+	tmpl := sandbox.Spec{Image: image}
+	p, err := pool.New(prov, pool.Config{Size: 1, Template: tmpl, Dir: b.TempDir(), Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	spec := tmpl
+	spec.TaskID, spec.Env = "bench", map[string]string{"K": "v"}
+	for b.Loop() {
+		b.StopTimer()
+		waitReady(b, p)
+		b.StartTimer()
+		lease, err := p.Acquire(context.Background(), spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if !lease.Warm {
+			b.Fatal("cold lease")
+		}
+		lease.Release(context.Background())
+		b.StartTimer()
+	}
+}
+
+func waitReady(b *testing.B, p *pool.Pool) {
+	deadline := time.Now().Add(time.Minute)
+	for p.Stats().Ready == 0 {
+		if time.Now().After(deadline) {
+			b.Fatalf("pool not refilled: %+v", p.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

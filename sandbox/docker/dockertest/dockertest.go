@@ -31,22 +31,26 @@ import (
 // Image is the test image: a static busybox on scratch (sh, no bash).
 const Image = "wrench-test-busybox:latest"
 
+// DefaultImage is the product's sandbox image (`wrench image build`); tests
+// fall back to it when no busybox is at hand to build [Image].
+const DefaultImage = "wrench-sandbox:default"
+
 // Env builds what Docker tests need once per test binary. Declare one in
 // the test package and call Cleanup from TestMain after m.Run.
 type Env struct {
-	once   sync.Once
-	dir    string
-	cli    *client.Client
-	shim   string
-	skip   string
-	err    error
-	setupD time.Duration
+	once  sync.Once
+	dir   string
+	cli   *client.Client
+	shim  string
+	image string
+	skip  string
+	err   error
 }
 
 // Setup returns an engine client, the shim binary's path and the test
-// image, building them on first use. Without an engine (or without a
-// static busybox to build the image from) it skips t, or fails it when
-// CI=true.
+// image ([Image], or [DefaultImage] when there is no busybox to build it
+// from), building them on first use. Without an engine or an image it
+// skips t, or fails it when CI=true.
 func (e *Env) Setup(t testing.TB) (cli *client.Client, shimPath, image string) {
 	t.Helper()
 	e.once.Do(e.setup)
@@ -59,7 +63,7 @@ func (e *Env) Setup(t testing.TB) (cli *client.Client, shimPath, image string) {
 	if e.err != nil {
 		t.Fatal(e.err)
 	}
-	return e.cli, e.shim, Image
+	return e.cli, e.shim, e.image
 }
 
 // Cleanup removes the built shim and closes the client.
@@ -89,13 +93,17 @@ func (e *Env) setup() {
 		return
 	}
 	e.cli = cli
+	e.image = Image
 	if err := BuildImage(ctx, cli); err != nil {
-		if errors.Is(err, errNoBusybox) {
-			e.skip = err.Error()
+		if !errors.Is(err, errNoBusybox) {
+			e.err = err
 			return
 		}
-		e.err = err
-		return
+		if _, ierr := cli.ImageInspect(ctx, DefaultImage); ierr != nil {
+			e.skip = err.Error() + ", and no " + DefaultImage + " (wrench image build)"
+			return
+		}
+		e.image = DefaultImage
 	}
 	e.dir, err = os.MkdirTemp("", "wrench-dockertest-")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/wrenchworks/wrench/task"
@@ -106,7 +107,9 @@ func (s *runState) toolTurn(parent, ctx context.Context, resp ModelResponse) *en
 		return s.noToolCalls(resp)
 	}
 	s.intentNudges = 0
-	// Every call needs an id unique within the reply to tie its result.
+	// Every call needs an id unique within the reply to tie its result
+	// (on a copy: the reply's slice belongs to the model).
+	msg.ToolCalls = slices.Clone(msg.ToolCalls)
 	ids := make(map[string]bool, len(msg.ToolCalls))
 	for i := range msg.ToolCalls {
 		if id := msg.ToolCalls[i].ID; id == "" || ids[id] {

@@ -424,3 +424,18 @@ func TestDuplicateCallIDsAreMadeUnique(t *testing.T) {
 		t.Errorf("ids %q %q, results %q %q", asst.ToolCalls[0].ID, asst.ToolCalls[1].ID, res[0].ToolCallID, res[1].ToolCallID)
 	}
 }
+
+func TestHistoryContinuesARun(t *testing.T) {
+	env := memenv.New(nil)
+	r, _ := newRun(env, text("Paused."))
+	r.Task.TestCommand = ""
+	first, _ := agent.New(agent.Config{}).Run(context.Background(), r)
+	r2, m := newRun(env, finish("resumed"))
+	r2.Task.TestCommand = ""
+	r2.History = append(first.Messages, agent.Message{Role: agent.RoleUser, Content: "Go on."})
+	out, _ := agent.New(agent.Config{}).Run(context.Background(), r2)
+	msgs := m.requests()[0].Messages
+	if out.Reason != agent.StopFinished || len(msgs) != 4 || msgs[0].Role != agent.RoleSystem || msgs[3].Content != "Go on." {
+		t.Errorf("reason %s, history sent %+v", out.Reason, msgs)
+	}
+}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // ReplayReport says how a re-execution of recorded tool calls compared
@@ -121,6 +122,11 @@ func Replay(ctx context.Context, env Env, records []Record) (ReplayReport, error
 // durations, addresses and temp paths.
 func maskVolatile(s string) string {
 	s = reDuration.ReplaceAllString(s, "T")
-	s = reHex.ReplaceAllString(s, "0xADDR")
-	return reTmp.ReplaceAllString(s, "$1/TMP")
+	if strings.Contains(s, "0x") {
+		s = reHex.ReplaceAllString(s, "0xADDR")
+	}
+	if strings.Contains(s, "/tmp") || strings.Contains(s, "/var/") || strings.Contains(s, "/private/") {
+		s = reTmp.ReplaceAllString(s, "$1/TMP")
+	}
+	return s
 }

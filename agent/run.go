@@ -125,8 +125,10 @@ type Run struct {
 	// tool-call start/arguments/end); may be nil.
 	OnStream func(StreamEvent)
 	// OnLimit is asked when a limit is reached; returning true continues the
-	// run (the limit is raised by its original amount). Nil means stop.
-	// Loop detection and cancellation are not limits and never ask.
+	// run with another allowance of the limit's original size (turns, cost,
+	// tokens or time from now; the format-error count starts again). Nil
+	// means stop. Loop detection and cancellation are not limits and never
+	// ask. Called from the run's goroutine.
 	OnLimit func(reason StopReason) bool
 	// Trajectory receives JSONL records of every message, call, result and
 	// usage, secrets redacted; may be nil.

@@ -61,6 +61,7 @@ func TestRunnerEventsStateAndProgress(t *testing.T) {
 			t.Fatalf("events = %v, want %v", kinds, want)
 		}
 	}
+	waitFor(t, "the finished hook", func() bool { return obs.count("finished:t-ev:resolved") > 0 })
 	for _, k := range []string{"started:t-ev:1", "event:t-ev:usage", "finished:t-ev:resolved"} {
 		if obs.count(k) != 1 {
 			t.Errorf("observer saw %q %d times, want once", k, obs.count(k))
@@ -84,6 +85,7 @@ func TestObserverContextAndRequeueHooks(t *testing.T) {
 	runDispatcher(t, newDispatcher(t, c, r, dispatcher.Config{Observer: obs, Backoff: []time.Duration{time.Millisecond}}))
 	submit(t, c, newTask("t-obs"))
 	waitFinal(t, c, "t-obs")
+	waitFor(t, "the finished hook", func() bool { return obs.count("finished:t-obs:resolved") > 0 })
 	if v := observed.Load(); v != "observed" {
 		t.Fatalf("runner ctx lacks the observer's value: %v", v)
 	}

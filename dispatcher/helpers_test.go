@@ -311,3 +311,7 @@ func (o *recordingObserver) Slots(busy, total int) {
 }
 
 func (o *recordingObserver) ConsumerLag(uint64, uint64) { o.add("lag") }
+
+func jetstreamSubjectFilter(s string) jetstream.StreamInfoOpt { return jetstream.WithSubjectFilter(s) }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -337,29 +339,31 @@ func (c *Conn) CancelRequested(ctx context.Context, id string) (bool, error) {
 
 // WatchCancels delivers the id of every cancellation requested from now on,
 // until ctx is done; the channel is then closed. Dispatchers route these to
-// their running tasks.
+// their running tasks. It listens on the subject the state bucket stores
+// cancel requests under, so it costs no consumer; a request published while
+// the connection is down is missed here, and found by the dispatcher's
+// periodic look at the request key.
 func (c *Conn) WatchCancels(ctx context.Context) (<-chan string, error) {
-	w, err := c.kv.Watch(ctx, cancelKeyPrefix+"*", jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
+	in := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe("$KV."+StateBucket+"."+cancelKeyPrefix+"*", in)
 	if err != nil {
 		return nil, fmt.Errorf("watch cancel requests: %w", err)
 	}
+	prefix := "$KV." + StateBucket + "." + cancelKeyPrefix
 	out := make(chan string)
 	go func() {
 		defer close(out)
-		defer func() { _ = w.Stop() }()
+		defer func() { _ = sub.Unsubscribe() }()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					continue
+			case m := <-in:
+				if op := m.Header.Get("KV-Operation"); op != "" {
+					continue // a delete or purge of the request
 				}
 				select {
-				case out <- e.Key()[len(cancelKeyPrefix):]:
+				case out <- strings.TrimPrefix(m.Subject, prefix):
 				case <-ctx.Done():
 					return
 				}

@@ -20,6 +20,10 @@ func cmdShim(ctx context.Context, env *cliEnv, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return exitBadInput
 	}
+	if err := shim.Harden(); err != nil {
+		fmt.Fprintf(env.stderr, "wrench __shim: %v\n", err)
+		return exitInfra
+	}
 	// The environment is the container's own (set by the backend and the
 	// image), never the host's: it is the base of every command's.
 	err := shim.Serve(ctx, env.stdin, env.stdout, shim.Options{WorkDir: *workdir, Env: os.Environ()})

@@ -154,6 +154,7 @@ func TestHardening(t *testing.T) {
 		{"no docker socket", "ls /var/run/docker.sock /run/docker.sock 2>/dev/null || echo none", "none\n"},
 		{"no host environment", "env | cut -d= -f1 | grep -v -x -E '" + allowedEnv(t, f) + "' || echo clean", "clean\n"},
 		{"task env", "echo $TASK_VAR", "1\n"},
+		{"shim's stream out of reach", "for d in /proc/[0-9]*; do [ \"$(cat $d/comm)\" = wrench ] && { ls $d/fd >/dev/null 2>&1 && echo open || echo denied; }; done", "denied\n"},
 		{"pids limit", "cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max", "100\n"},
 		{"memory limit", "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes", "268435456\n"},
 	}

@@ -74,8 +74,10 @@ type server struct {
 
 // Serve answers requests read from r with responses written to w until r
 // ends or ctx is done. It first sends the hello frame. Requests run
-// concurrently; when Serve returns every request it started has finished.
-// Serve returns nil when r ended cleanly.
+// concurrently; when Serve returns every request it started has finished
+// (commands' process groups killed). Serve returns nil when r ended
+// cleanly. When ctx ends first, a read of r may still be pending: the
+// caller owns r and closes it (in the sandbox the process exits).
 func Serve(ctx context.Context, r io.Reader, w io.Writer, opts Options) error {
 	opts = opts.withDefaults()
 	root, err := os.OpenRoot(opts.WorkDir)

@@ -11,8 +11,11 @@ import (
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/objfile"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/memory"
 )
 
 // A local source (a path or file:// URL) is read directly from its object
@@ -138,7 +141,7 @@ func (l *localRepo) objectDirs() []string {
 // objects it lacks are packed into one new pack.
 func (l *localRepo) copyInto(ctx context.Context, dst *filesystem.Storage, dstDir string) error {
 	packDir := filepath.Join(dstDir, "objects", "pack")
-	var loose []plumbing.Hash
+	loose := map[plumbing.Hash]string{} // hash -> object directory
 	for _, objDir := range l.objectDirs() {
 		des, err := os.ReadDir(filepath.Join(objDir, "pack"))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -180,14 +183,17 @@ func (l *localRepo) copyInto(ctx context.Context, dst *filesystem.Storage, dstDi
 			}
 			for _, f := range files {
 				if len(f.Name()) == 38 && isHex(f.Name()) {
-					loose = append(loose, plumbing.NewHash(sub.Name()+f.Name()))
+					h := plumbing.NewHash(sub.Name() + f.Name())
+					if _, ok := loose[h]; !ok {
+						loose[h] = objDir
+					}
 				}
 			}
 		}
 	}
 	dst.ObjectStorage.Reindex()
 	var missing []plumbing.Hash
-	for _, h := range loose {
+	for h := range loose {
 		if dst.HasEncodedObject(h) != nil {
 			missing = append(missing, h)
 		}
@@ -195,12 +201,11 @@ func (l *localRepo) copyInto(ctx context.Context, dst *filesystem.Storage, dstDi
 	if len(missing) == 0 {
 		return nil
 	}
-	src := openStorage(l.commonDir, 16<<20)
-	defer src.Close()
 	w, err := dst.PackfileWriter()
 	if err != nil {
 		return fmt.Errorf("pack loose objects: %w", err)
 	}
+	src := looseStore{EncodedObjectStorer: memory.NewStorage(), where: loose}
 	if _, err := packfile.NewEncoder(w, src, false).Encode(missing, 0); err != nil {
 		w.Close()
 		return fmt.Errorf("pack loose objects: %w", err)
@@ -210,6 +215,46 @@ func (l *localRepo) copyInto(ctx context.Context, dst *filesystem.Storage, dstDi
 	}
 	dst.ObjectStorage.Reindex()
 	return nil
+}
+
+// looseStore reads loose objects from the object directories they were
+// found in (a repository's own and its alternates'). Only EncodedObject is
+// used, by the pack encoder.
+type looseStore struct {
+	storer.EncodedObjectStorer
+	where map[plumbing.Hash]string
+}
+
+func (s looseStore) EncodedObject(_ plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	dir, ok := s.where[h]
+	if !ok {
+		return nil, plumbing.ErrObjectNotFound
+	}
+	hex := h.String()
+	f, err := os.Open(filepath.Join(dir, hex[:2], hex[2:]))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := objfile.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("read object %s: %w", h, err)
+	}
+	defer r.Close()
+	typ, size, err := r.Header()
+	if err != nil {
+		return nil, fmt.Errorf("read object %s: %w", h, err)
+	}
+	o := &plumbing.MemoryObject{}
+	o.SetType(typ)
+	o.SetSize(size)
+	if _, err := io.Copy(o, r); err != nil {
+		return nil, fmt.Errorf("read object %s: %w", h, err)
+	}
+	if o.Hash() != h {
+		return nil, fmt.Errorf("object %s is corrupt", h)
+	}
+	return o, nil
 }
 
 func isHex(s string) bool {

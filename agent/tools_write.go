@@ -37,11 +37,7 @@ func runEdit(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if bad != nil {
 		return *bad
 	}
-	p, err := cleanPath(a.Path)
-	if err != nil {
-		return errorResult("%v", err)
-	}
-	before, exists, fail := s.readExisting(ctx, p)
+	p, before, exists, fail := s.openForWrite(ctx, a.Path, false)
 	if fail != nil {
 		return *fail
 	}
@@ -90,21 +86,12 @@ func runWrite(ctx context.Context, s *runState, raw json.RawMessage) toolResult 
 	if bad != nil {
 		return *bad
 	}
-	p, err := cleanPath(a.Path)
-	if err != nil {
-		return errorResult("%v", err)
-	}
-	before, exists, fail := s.readExisting(ctx, p)
+	p, before, exists, fail := s.openForWrite(ctx, a.Path, true)
 	if fail != nil {
 		return *fail
 	}
-	if exists {
-		if r := s.checkFresh(p, before); r != nil {
-			return *r
-		}
-		if bytes.Equal(before, []byte(a.Content)) {
-			return toolResult{output: fmt.Sprintf("No change: %s already has this content.", p)}
-		}
+	if exists && bytes.Equal(before, []byte(a.Content)) {
+		return toolResult{output: fmt.Sprintf("No change: %s already has this content.", p)}
 	}
 	return s.writeFile(ctx, ToolWrite, p, before, []byte(a.Content))
 }
@@ -299,18 +286,9 @@ func runSearchReplace(ctx context.Context, s *runState, raw json.RawMessage) too
 	if bad != nil {
 		return *bad
 	}
-	p, err := cleanPath(a.Path)
-	if err != nil {
-		return errorResult("%v", err)
-	}
-	before, exists, fail := s.readExisting(ctx, p)
+	p, before, exists, fail := s.openForWrite(ctx, a.Path, true)
 	if fail != nil {
 		return *fail
-	}
-	if exists {
-		if r := s.checkFresh(p, before); r != nil {
-			return *r
-		}
 	}
 	after, infos, err := editformat.ApplySearchReplace(before, a.Diff)
 	if err != nil {
@@ -341,17 +319,29 @@ func matchNote(infos []editformat.MatchInfo) string {
 	return "Note: " + strings.Join(loose, "; ") + " (not exactly): check the diff."
 }
 
-// readExisting reads path; a missing file is not an error.
-func (s *runState) readExisting(ctx context.Context, p string) (data []byte, exists bool, fail *toolResult) {
-	b, err := s.r.Env.ReadFile(ctx, p)
-	if err == nil {
-		return b, true, nil
+// openForWrite resolves a write tool's path and reads the file; a missing
+// file is not an error. With fresh, an existing file must pass
+// read-before-edit (checkFresh).
+func (s *runState) openForWrite(ctx context.Context, raw string, fresh bool) (p string, data []byte, exists bool, fail *toolResult) {
+	p, err := cleanPath(raw)
+	if err != nil {
+		r := errorResult("%v", err)
+		return "", nil, false, &r
 	}
-	if errors.Is(err, fs.ErrNotExist) && ctx.Err() == nil {
-		return nil, false, nil
+	b, err := s.r.Env.ReadFile(ctx, p)
+	switch {
+	case err == nil:
+		if fresh {
+			if r := s.checkFresh(p, b); r != nil {
+				return p, nil, false, r
+			}
+		}
+		return p, b, true, nil
+	case errors.Is(err, fs.ErrNotExist) && ctx.Err() == nil:
+		return p, nil, false, nil
 	}
 	r := s.envFailure(ctx, "read "+p, err)
-	return nil, false, &r
+	return p, nil, false, &r
 }
 
 // writeFile writes after (nil before = a new file), records the version,

@@ -132,16 +132,22 @@ func (c *Client) call(ctx context.Context, req *Request) (*Response, error) {
 	}
 	ch := make(chan *Response, 1)
 	c.mu.Lock()
+	c.nextID++
+	req.ID = c.nextID
+	c.mu.Unlock()
+	frame, err := encodeFrame(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", req.Op, err) // not sent; the stream is fine
+	}
+	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
 		return nil, c.err
 	}
-	c.nextID++
-	req.ID = c.nextID
 	c.pending[req.ID] = ch
 	c.mu.Unlock()
 
-	if err := c.send(req); err != nil {
+	if err := c.write(frame); err != nil {
 		c.forget(req.ID)
 		return nil, fmt.Errorf("%w: send %s: %w", ErrClosed, req.Op, err)
 	}
@@ -156,7 +162,9 @@ func (c *Client) call(ctx context.Context, req *Request) (*Response, error) {
 		return resp, nil
 	case <-ctx.Done():
 		c.forget(req.ID)
-		c.send(&Request{Op: OpCancel, Target: req.ID}) // best effort
+		if frame, err := encodeFrame(&Request{Op: OpCancel, Target: req.ID}); err == nil {
+			c.write(frame) // best effort
+		}
 		return nil, ctx.Err()
 	}
 }
@@ -167,10 +175,11 @@ func (c *Client) forget(id uint64) {
 	c.mu.Unlock()
 }
 
-func (c *Client) send(req *Request) error {
+func (c *Client) write(frame []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	return writeFrame(c.conn, req)
+	_, err := c.conn.Write(frame)
+	return err
 }
 
 // Ping does one round trip.

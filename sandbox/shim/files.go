@@ -62,6 +62,9 @@ func (s *server) readFile(p string) ([]byte, error) {
 	if fi.IsDir() {
 		return nil, fmt.Errorf("read %s: %w", p, ErrIsDir)
 	}
+	if fi.Size() > s.opts.MaxReadFile {
+		return nil, fmt.Errorf("read %s: %w: %d bytes, limit %d", p, ErrTooLarge, fi.Size(), s.opts.MaxReadFile)
+	}
 	data, err := s.root.ReadFile(rel)
 	if err != nil {
 		return nil, classify(err)

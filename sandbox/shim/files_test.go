@@ -263,3 +263,15 @@ func TestUsage(t *testing.T) {
 		t.Errorf("usage grew by %d for one 1 MiB file with two links", grew)
 	}
 }
+
+func TestReadTooLarge(t *testing.T) {
+	dir := t.TempDir()
+	tree(t, dir, map[string]string{"big": "0123456789abcdefghij", "small": "ok"})
+	c := startShim(t, dir, shim.Options{MaxReadFile: 10})
+	if _, err := c.ReadFile(context.Background(), "big"); !errors.Is(err, shim.ErrTooLarge) {
+		t.Fatalf("ReadFile(big) = %v, want ErrTooLarge", err)
+	}
+	if got, err := c.ReadFile(context.Background(), "small"); err != nil || string(got) != "ok" {
+		t.Fatalf("ReadFile after a refused one = %q, %v", got, err)
+	}
+}

@@ -123,6 +123,7 @@ const (
 	KindEscape     = "escape" // path resolves outside the workspace
 	KindIsDir      = "is_dir"
 	KindCanceled   = "canceled"
+	KindTooLarge   = "too_large"
 	KindOther      = "other"
 )
 
@@ -157,6 +158,8 @@ func (e *WireError) Unwrap() []error {
 		return []error{ErrEscape, fs.ErrPermission}
 	case KindIsDir:
 		return []error{ErrIsDir}
+	case KindTooLarge:
+		return []error{ErrTooLarge}
 	}
 	return nil
 }
@@ -179,26 +182,31 @@ func wireError(err error) *WireError {
 		kind = KindInvalid
 	case errors.Is(err, errCanceled):
 		kind = KindCanceled
+	case errors.Is(err, ErrTooLarge):
+		kind = KindTooLarge
 	}
 	return &WireError{Kind: kind, Message: err.Error()}
 }
 
 var errCanceled = errors.New("request canceled")
 
-// writeFrame writes v as one frame.
-func writeFrame(w io.Writer, v any) error {
+// ErrTooLarge is matched by errors for a request or response that would
+// not fit in one frame; nothing was sent and the stream is still usable.
+var ErrTooLarge = errors.New("message too large for the shim protocol")
+
+// encodeFrame encodes v as one frame (header and body).
+func encodeFrame(v any) ([]byte, error) {
 	body, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("encode frame: %w", err)
+		return nil, fmt.Errorf("encode frame: %w", err)
 	}
 	if len(body) > MaxFrame {
-		return fmt.Errorf("frame of %d bytes exceeds the %d byte limit", len(body), MaxFrame)
+		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d", ErrTooLarge, len(body), MaxFrame)
 	}
 	buf := make([]byte, 4+len(body))
 	binary.BigEndian.PutUint32(buf, uint32(len(body)))
 	copy(buf[4:], body)
-	_, err = w.Write(buf)
-	return err
+	return buf, nil
 }
 
 // readFrame reads one frame into v. It returns io.EOF only when the stream

@@ -31,6 +31,9 @@ type Options struct {
 	// KillGrace is how long a timed-out command's group has between
 	// SIGTERM and SIGKILL (default 1 s).
 	KillGrace time.Duration
+	// MaxReadFile is the largest file a read returns (default 128 MiB,
+	// which still fits a frame once base64-encoded).
+	MaxReadFile int64
 	// DrainGrace is how long output is still read after the shell exited
 	// and its group was killed, for processes that left the group but
 	// hold the output pipe (default 200 ms).
@@ -52,6 +55,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.KillGrace <= 0 {
 		o.KillGrace = time.Second
+	}
+	if o.MaxReadFile <= 0 {
+		o.MaxReadFile = 128 << 20
 	}
 	if o.DrainGrace <= 0 {
 		o.DrainGrace = 200 * time.Millisecond
@@ -201,8 +207,18 @@ func (s *server) handle(ctx context.Context, req *Request) *Response {
 	return resp
 }
 
+// send writes one response; one too large to send becomes an error
+// response, so the caller is not left waiting.
 func (s *server) send(resp *Response) error {
+	frame, err := encodeFrame(resp)
+	if err != nil {
+		frame, err = encodeFrame(&Response{ID: resp.ID, Error: &WireError{Kind: KindInvalid, Message: err.Error()}})
+		if err != nil {
+			return err
+		}
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	return writeFrame(s.w, resp)
+	_, err = s.w.Write(frame)
+	return err
 }

@@ -78,7 +78,7 @@ func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg) {
 	defer release()
 	if holdErr != nil && errors.Is(context.Cause(ctx), errShutdown) {
 		d.log.Info("hand back held task", "task", t.ID)
-		f.nak(0)
+		f.handBack(ctx, "worker shutdown: handed back")
 		d.obs.TaskRequeued(ctx, t.ID, attempt, "shutdown")
 		return
 	}
@@ -178,7 +178,7 @@ func (f *flight) conclude(ctx context.Context, rep task.Report, cause error, ela
 		d.log.Warn("task taken over by another worker; result discarded", "task", t.ID, "attempt", f.attempt)
 	case errors.Is(cause, errShutdown):
 		d.log.Info("hand back task at shutdown", "task", t.ID, "attempt", f.attempt)
-		f.requeue(ctx, "worker shutdown: handed back", 0)
+		f.handBack(ctx, "worker shutdown: handed back")
 		d.obs.TaskRequeued(ctx, t.ID, f.attempt, "shutdown")
 	case errors.Is(cause, errCancelled):
 		res := rep.Result
@@ -263,8 +263,40 @@ func (f *flight) finish(ctx context.Context, res task.Result, artifacts map[stri
 	d.obs.TaskFinished(ctx, *st.Result, elapsed)
 }
 
+// handBack returns a delivery at shutdown, which is no fault of the task: on
+// its last delivery the task is republished as a fresh message (and the old
+// one acked) so that the hand-back does not exhaust it.
+func (f *flight) handBack(ctx context.Context, reason string) {
+	if f.attempt < f.d.cfg.MaxDeliver {
+		f.requeue(ctx, reason, 0)
+		return
+	}
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	defer cancel()
+	if !f.markQueued(opCtx, reason) {
+		return
+	}
+	err := retry(opCtx, func() error {
+		return f.d.conn.Republish(opCtx, f.t.ID, f.msg.Data(), f.msg.Headers(), f.streamSeq)
+	})
+	if err != nil {
+		f.d.log.Warn("republish handed-back task", "task", f.t.ID, "err", err)
+		f.nak(0)
+		return
+	}
+	f.ack(opCtx)
+}
+
 // requeue hands the delivery back: state queued with reason, Nak after delay.
 func (f *flight) requeue(ctx context.Context, reason string, delay time.Duration) {
+	if f.markQueued(ctx, reason) {
+		f.nak(delay)
+	}
+}
+
+// markQueued records a hand-back in the state (when this delivery holds the
+// lease) and reports whether the delivery is still this worker's to return.
+func (f *flight) markQueued(ctx context.Context, reason string) bool {
 	if lease := f.lease.Load(); lease != nil {
 		opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 		err := lease.Requeue(opCtx, reason)
@@ -272,12 +304,12 @@ func (f *flight) requeue(ctx context.Context, reason string, delay time.Duration
 		if err != nil {
 			f.d.log.Warn("record hand-back", "task", f.t.ID, "err", err)
 			if errors.Is(err, queue.ErrLostLease) {
-				return
+				return false
 			}
 		}
 		f.d.emit(context.WithoutCancel(ctx), task.Event{TaskID: f.t.ID, Kind: task.EventState, State: task.StateQueued, Text: reason})
 	}
-	f.nak(delay)
+	return true
 }
 
 func (f *flight) nak(delay time.Duration) {

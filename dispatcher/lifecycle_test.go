@@ -329,3 +329,50 @@ func TestTakeoverCancelsStaleRun(t *testing.T) {
 	}
 	waitFor(t, "the message to be acked", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
 }
+
+// A task that runs for several AckWaits is kept by its heartbeats: it is
+// never handed to the other worker.
+func TestHeartbeatsKeepLongTaskFromRedelivery(t *testing.T) {
+	e := startNATS(t, "")
+	c := connect(t, e)
+	const ackWait = 400 * time.Millisecond
+	long := func(ctx context.Context, tk task.Task, _ int, _ func(task.Event)) task.Report {
+		select {
+		case <-time.After(5 * ackWait):
+		case <-ctx.Done():
+		}
+		return resolved(tk)
+	}
+	r1, r2 := newFakeRunner(), newFakeRunner()
+	r1.behave, r2.behave = long, long
+	runDispatcher(t, newDispatcher(t, connect(t, e), r1, dispatcher.Config{WorkerID: "w1", AckWait: ackWait}))
+	submit(t, c, newTask("t-long"))
+	<-r1.started
+	runDispatcher(t, newDispatcher(t, connect(t, e), r2, dispatcher.Config{WorkerID: "w2", AckWait: ackWait}))
+	st := waitFinal(t, c, "t-long")
+	if st.State != task.StateResolved || st.Attempt != 1 || st.Result.Worker != "w1" {
+		t.Fatalf("status = %+v", st)
+	}
+	if n := len(r2.runs("t-long")); n != 0 {
+		t.Fatalf("the other worker ran the task %d times", n)
+	}
+}
+
+// A shutdown on a task's last delivery hands it back without exhausting it.
+func TestShutdownOnLastDeliveryDoesNotExhaust(t *testing.T) {
+	e := startNATS(t, "")
+	c := connect(t, e)
+	r1 := newFakeRunner()
+	r1.behave = blockUntilCancelled
+	cfg := dispatcher.Config{MaxDeliver: 1}
+	stop := runDispatcher(t, newDispatcher(t, connect(t, e), r1, cfg))
+	submit(t, c, newTask("t-last"))
+	<-r1.started
+	stop()
+	r2 := newFakeRunner()
+	runDispatcher(t, newDispatcher(t, connect(t, e), r2, cfg))
+	if st := waitFinal(t, c, "t-last"); st.State != task.StateResolved {
+		t.Fatalf("status = %+v, want resolved by the next worker", st)
+	}
+	waitFor(t, "the work queue to drain", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+}

@@ -130,3 +130,22 @@ func ParseDeliveryExceeded(data []byte) (DeliveryExceeded, error) {
 	}
 	return adv, nil
 }
+
+// Republish puts a task message on the work queue again as a new message,
+// with a fresh delivery count: how a delivery that was handed back through
+// no fault of the task (a worker shutting down) on its last attempt avoids
+// being counted as exhausted. The caller then acks the old message. The
+// message id is derived from the old stream sequence, so retrying is safe.
+func (c *Conn) Republish(ctx context.Context, id string, data []byte, hdr nats.Header, streamSeq uint64) error {
+	msg := &nats.Msg{Subject: TaskSubjectPrefix + id, Data: data, Header: nats.Header{}}
+	for k, v := range hdr {
+		if !strings.HasPrefix(k, "Nats-") {
+			msg.Header[k] = v
+		}
+	}
+	msgID := id + "-r" + strconv.FormatUint(streamSeq, 10)
+	if _, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(TasksStream)); err != nil {
+		return fmt.Errorf("republish %s: %w", id, err)
+	}
+	return nil
+}

@@ -22,6 +22,10 @@ type EmbeddedConfig struct {
 	// Listen is the client address "host:port" ("127.0.0.1:0" picks a free
 	// port); empty means in-process connections only, no TCP listener.
 	Listen string
+	// MonitorListen, when set, serves the server's HTTP monitoring
+	// endpoints (/varz, /jsz: what KEDA's NATS JetStream scaler reads) on
+	// "host:port".
+	MonitorListen string
 	// Logger receives the server's log; nil discards it.
 	Logger *slog.Logger
 }
@@ -51,18 +55,18 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.Listen == "" {
 		opts.DontListen = true
 	} else {
-		host, port, err := net.SplitHostPort(cfg.Listen)
+		host, port, err := splitListen(cfg.Listen)
 		if err != nil {
-			return nil, fmt.Errorf("start nats: listen address %q: %w", cfg.Listen, err)
+			return nil, err
 		}
-		p, err := strconv.Atoi(port)
-		if err != nil || p < 0 || p > 65535 {
-			return nil, fmt.Errorf("start nats: listen port %q is not a port number", port)
+		opts.Host, opts.Port = host, port
+	}
+	if cfg.MonitorListen != "" {
+		host, port, err := splitListen(cfg.MonitorListen)
+		if err != nil {
+			return nil, err
 		}
-		if p == 0 {
-			p = server.RANDOM_PORT
-		}
-		opts.Host, opts.Port = host, p
+		opts.HTTPHost, opts.HTTPPort = host, port
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -82,6 +86,30 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		return nil, fmt.Errorf("start nats: server not ready after %s", deadline)
 	}
 	return &Embedded{srv: srv}, nil
+}
+
+// splitListen parses "host:port"; port 0 picks a free port.
+func splitListen(addr string) (string, int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("start nats: listen address %q: %w", addr, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return "", 0, fmt.Errorf("start nats: listen port %q is not a port number", port)
+	}
+	if p == 0 {
+		p = server.RANDOM_PORT
+	}
+	return host, p, nil
+}
+
+// MonitorAddr is the address of the monitoring endpoint, or "" without one.
+func (e *Embedded) MonitorAddr() string {
+	if a := e.srv.MonitorAddr(); a != nil {
+		return a.String()
+	}
+	return ""
 }
 
 // ClientURL is the nats:// URL clients dial; with no TCP listener it is

@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 
 	"github.com/wrenchworks/wrench/queue"
@@ -73,5 +74,24 @@ func TestStartEmbeddedRejectsBadConfig(t *testing.T) {
 			e.Shutdown()
 			t.Errorf("StartEmbedded(%+v) succeeded", cfg)
 		}
+	}
+}
+
+func TestEmbeddedMonitorEndpoint(t *testing.T) {
+	e, err := queue.StartEmbedded(context.Background(), queue.EmbeddedConfig{DataDir: t.TempDir(), MonitorListen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown()
+	resp, err := http.Get("http://" + e.MonitorAddr() + "/jsz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/jsz: %s", resp.Status)
+	}
+	if startNATS(t, "").MonitorAddr() != "" {
+		t.Fatal("monitor endpoint without MonitorListen")
 	}
 }

@@ -47,23 +47,38 @@ func (c *Conn) get(ctx context.Context, id string) (entry, error) {
 	return entry{st: st, rev: e.Revision()}, nil
 }
 
-// encodeStatus marshals st, dropping the inline patch when the record would
-// not fit in a NATS message (the patch is in the artifact store anyway).
+// encodeStatus marshals st. A record that would not fit in a NATS message
+// loses, in turn, its inline patch (the artifact store keeps it) and the
+// test output tails.
 func (c *Conn) encodeStatus(st task.Status) ([]byte, error) {
-	b, err := json.Marshal(st)
-	if err != nil {
-		return nil, fmt.Errorf("encode state of %s: %w", st.TaskID, err)
-	}
 	limit := int(c.nc.MaxPayload()) - 4096
-	if len(b) > limit && st.Result != nil && st.Result.Patch != "" {
-		r := *st.Result
-		r.Patch = ""
-		st.Result = &r
-		if b, err = json.Marshal(st); err != nil {
+	shrink := []func(r *task.Result){
+		func(r *task.Result) { r.Patch = "" },
+		func(r *task.Result) {
+			for _, tr := range []**task.TestRun{&r.TestsBefore, &r.TestsAfter} {
+				if *tr != nil {
+					cp := **tr
+					cp.Output = ""
+					*tr = &cp
+				}
+			}
+		},
+	}
+	for i := 0; ; i++ {
+		b, err := json.Marshal(st)
+		if err != nil {
 			return nil, fmt.Errorf("encode state of %s: %w", st.TaskID, err)
 		}
+		if len(b) <= limit {
+			return b, nil
+		}
+		if st.Result == nil || i == len(shrink) {
+			return nil, fmt.Errorf("encode state of %s: %d bytes exceed the %d-byte limit", st.TaskID, len(b), limit)
+		}
+		r := *st.Result
+		shrink[i](&r)
+		st.Result = &r
 	}
-	return b, nil
 }
 
 // create writes st as a new key; ErrKeyExists when it is there already.

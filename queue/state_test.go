@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -185,5 +186,25 @@ func TestArtifactsRoundTrip(t *testing.T) {
 	}
 	if _, err := c.PutArtifacts(ctx, "t-a", map[string][]byte{"../x": nil}); err == nil {
 		t.Fatal("PutArtifacts accepted a path")
+	}
+}
+
+func TestHugeResultIsStoredWithoutInlinePatch(t *testing.T) {
+	c := connect(t, startNATS(t, ""))
+	ctx := context.Background()
+	tk := newTask("t-huge")
+	submit(t, c, tk)
+	l, _, err := c.Acquire(ctx, tk, 1, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("+x\n", 1<<20) // 3 MiB, over the 1 MiB message limit
+	st, err := l.Finish(ctx, task.Result{Status: task.StateResolved, Patch: big, TestsAfter: &task.TestRun{Output: "ok"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := c.Status(ctx, tk.ID)
+	if got.State != task.StateResolved || got.Result.Patch != "" || got.Result.TestsAfter.Output != "ok" || st.State != task.StateResolved {
+		t.Fatalf("stored %+v", got.Result)
 	}
 }

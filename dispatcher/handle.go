@@ -115,8 +115,9 @@ func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg) {
 		rep = d.runner.Run(runCtx, t, attempt, pump.send)
 	}
 	elapsed := time.Since(start)
+	cause := context.Cause(ctx) // before anything else can cancel ctx
 	pump.close()
-	f.conclude(runCtx, rep, context.Cause(ctx), elapsed)
+	f.conclude(runCtx, rep, cause, elapsed)
 }
 
 // decodeTask parses and validates a task message. The message subject names
@@ -174,6 +175,10 @@ func (f *flight) conclude(ctx context.Context, rep task.Report, cause error, ela
 	case errors.Is(cause, errLostLease):
 		// Another worker holds the current delivery: leave it alone.
 		d.log.Warn("task taken over by another worker; result discarded", "task", t.ID, "attempt", f.attempt)
+	case cause != nil && rep.Result.Status == task.StateResolved && !rep.Retry:
+		// The work was done before the cancellation or shutdown took
+		// hold: keep it.
+		f.finish(ctx, rep.Result, rep.Artifacts, elapsed, f.ack)
 	case errors.Is(cause, errShutdown):
 		d.log.Info("hand back task at shutdown", "task", t.ID, "attempt", f.attempt)
 		f.handBack(ctx, "worker shutdown: handed back")

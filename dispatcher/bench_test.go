@@ -143,3 +143,39 @@ func BenchmarkMemoryPerInFlightTask(b *testing.B) {
 	b.ReportMetric(perTask/float64(b.N), "MB/task")
 	b.ReportMetric(goroutines/float64(b.N), "goroutines/task")
 }
+
+// BenchmarkCancelLatency measures Cancel → the running task's context is
+// done. Target: well under 2 s.
+func BenchmarkCancelLatency(b *testing.B) {
+	e := startNATS(b, "127.0.0.1:0")
+	c := benchConn(b, e.ClientURL())
+	started := make(chan struct{}, 1)
+	stopped := make(chan time.Time, 1)
+	r := dispatcher.RunnerFunc(func(ctx context.Context, t task.Task, _ int, _ func(task.Event)) task.Report {
+		started <- struct{}{}
+		<-ctx.Done()
+		stopped <- time.Now()
+		return task.Report{Result: task.Result{Status: task.StateCancelled}}
+	})
+	obs := &finishCounter{done: make(chan struct{}, 1)}
+	runDispatcher(b, newDispatcher(b, benchConn(b, e.ClientURL()), r, dispatcher.Config{Slots: 1, Observer: obs}))
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		id := fmt.Sprintf("t-c%d", i)
+		if _, _, err := c.Submit(context.Background(), newTask(id)); err != nil {
+			b.Fatal(err)
+		}
+		<-started
+		start := time.Now()
+		if _, err := c.Cancel(context.Background(), id); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, (<-stopped).Sub(start))
+		<-obs.done
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+}

@@ -11,7 +11,9 @@ import (
 )
 
 // progressInterval is how often a running task's live progress is written
-// to its state record (when it changed).
+// to its state record (when it changed); every other tick the cancel request
+// key is read too, a fallback for a request whose message this worker missed
+// (it was disconnected), so a cancellation reaches the run within about 2s.
 const progressInterval = time.Second
 
 type heartbeat struct {
@@ -28,9 +30,8 @@ func (h *heartbeat) stop() {
 }
 
 // startHeartbeat keeps the delivery alive while it is handled: InProgress
-// every AckWait/3, a lease check (which notices a takeover) and a look at
-// the cancel request (a fallback for a missed watch update) at the same
-// pace, and progress writes every progressInterval.
+// and a lease check (which notices a takeover) every AckWait/3; progress
+// writes and the cancel-request fallback every progressInterval.
 func (f *flight) startHeartbeat() *heartbeat {
 	h := &heartbeat{done: make(chan struct{})}
 	h.wg.Go(func() {
@@ -39,12 +40,20 @@ func (f *flight) startHeartbeat() *heartbeat {
 		defer beat.Stop()
 		prog := time.NewTicker(progressInterval)
 		defer prog.Stop()
+		ticks := 0
 		for {
 			select {
 			case <-h.done:
 				return
 			case <-prog.C:
 				f.flushProgress()
+				if ticks++; ticks%2 == 0 && f.lease.Load() != nil {
+					ctx, cancel := context.WithTimeout(context.Background(), progressInterval)
+					if ok, _ := d.conn.CancelRequested(ctx, f.t.ID); ok {
+						f.cancel(errCancelled)
+					}
+					cancel()
+				}
 			case <-beat.C:
 				if err := f.msg.InProgress(); err != nil {
 					d.log.Warn("heartbeat", "task", f.t.ID, "err", err)
@@ -58,9 +67,6 @@ func (f *flight) startHeartbeat() *heartbeat {
 					f.cancel(errLostLease)
 				} else if err != nil {
 					d.log.Warn("refresh task state", "task", f.t.ID, "err", err)
-				}
-				if ok, _ := d.conn.CancelRequested(ctx, f.t.ID); ok {
-					f.cancel(errCancelled)
 				}
 				cancel()
 			}

@@ -1,0 +1,347 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/wrenchworks/wrench/agent"
+	"github.com/wrenchworks/wrench/api"
+	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/task"
+	"github.com/wrenchworks/wrench/telemetry"
+)
+
+// defaultHTTPAddr is where `wrench serve` listens and where the client
+// commands look for it.
+const defaultHTTPAddr = "127.0.0.1:7070"
+
+// serviceFlags are the flags `wrench serve` and `wrench worker` share: the
+// dispatcher's and the worker's.
+type serviceFlags struct {
+	common   commonFlags
+	slots    int
+	perRepo  int
+	grace    time.Duration
+	warm     int
+	image    string
+	network  string
+	verify   string
+	otlp     string
+	workerID string
+	ackWait  time.Duration
+}
+
+func (s *serviceFlags) register(fs *flag.FlagSet, env *cliEnv) {
+	s.common.register(fs, env)
+	fs.IntVar(&s.slots, "slots", 2, "tasks this process runs at once")
+	fs.IntVar(&s.perRepo, "per-repo", 0, "tasks of one repository run at once by this process (0: no cap)")
+	fs.DurationVar(&s.grace, "grace", 30*time.Second, "on SIGTERM, how long running tasks may finish before they are handed back")
+	fs.IntVar(&s.warm, "warm", 0, "sandboxes kept warm for the next tasks (pool size)")
+	fs.StringVar(&s.image, "image", "", "default sandbox image (default "+defaultImage+")")
+	fs.StringVar(&s.network, "network", "", "default sandbox network: none (default) or bridge")
+	fs.StringVar(&s.verify, "verify", "finish", "when agents run the tests: finish, after_write or never")
+	fs.StringVar(&s.otlp, "otlp-endpoint", "", "OTLP/HTTP endpoint for traces (default $OTEL_EXPORTER_OTLP_ENDPOINT; none: no tracing)")
+	fs.StringVar(&s.workerID, "worker-id", "", "name of this worker in task states (default host-pid)")
+	fs.DurationVar(&s.ackWait, "ack-wait", dispatcher.DefaultAckWait, "how long a task whose worker went silent waits before another worker gets it")
+}
+
+func (s *serviceFlags) check() error {
+	if s.slots < 1 {
+		return fmt.Errorf("--slots must be at least 1, got %d", s.slots)
+	}
+	if s.grace < 0 {
+		return fmt.Errorf("--grace must not be negative")
+	}
+	if s.ackWait < time.Second {
+		return fmt.Errorf("--ack-wait must be at least 1s, got %s", s.ackWait)
+	}
+	switch agent.VerifyPolicy(s.verify) {
+	case agent.VerifyOnFinish, agent.VerifyAfterWrite, agent.VerifyNever:
+	default:
+		return fmt.Errorf("--verify %q is not one of finish, after_write, never", s.verify)
+	}
+	return nil
+}
+
+func (s *serviceFlags) workerOptions() workerOptions {
+	return workerOptions{common: s.common, image: s.image, verify: agent.VerifyPolicy(s.verify),
+		network: s.network, warm: s.warm, deployment: s.common.deployment}
+}
+
+// serveFlags are the flags of `wrench serve`.
+type serveFlags struct {
+	service    serviceFlags
+	httpAddr   string
+	natsListen string
+	token      string
+	maxBody    int64
+}
+
+func cmdServe(ctx context.Context, env *cliEnv, args []string) int {
+	var f serveFlags
+	fs := flag.NewFlagSet("wrench serve", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	f.service.register(fs, env)
+	fs.StringVar(&f.httpAddr, "http", defaultHTTPAddr, "HTTP API, /metrics and health address")
+	fs.StringVar(&f.natsListen, "nats-listen", "", "also serve NATS on this address so `wrench worker` can join (default: in-process only)")
+	fs.StringVar(&f.token, "token", env.getenv("WRENCH_API_TOKEN"), "bearer token the API requires (default $WRENCH_API_TOKEN; required off loopback)")
+	fs.Int64Var(&f.maxBody, "max-body", api.DefaultMaxBody, "largest accepted request body, in bytes")
+	if err := fs.Parse(args); err != nil {
+		return exitBadInput
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.stderr, "wrench serve: unexpected argument %q\n", fs.Arg(0))
+		return exitBadInput
+	}
+	if err := f.service.check(); err != nil {
+		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
+		return exitBadInput
+	}
+	if err := checkExposure(f.httpAddr, f.token); err != nil {
+		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
+		return exitBadInput
+	}
+	ln, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "wrench serve: listen on %s: %v\n", f.httpAddr, err)
+		return exitInfra
+	}
+	defer ln.Close()
+	w, cleanup, err := newWorker(ctx, env, f.service.workerOptions())
+	if err != nil {
+		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
+		return exitCodeFor(err)
+	}
+	defer cleanup()
+	return serve(ctx, env, f, w, ln)
+}
+
+// checkExposure refuses an API reachable from other machines without a
+// token.
+func checkExposure(addr, token string) error {
+	if token != "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--http %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("--http %s is not a loopback address, and the API would accept anyone: "+
+		"set a bearer token with --token or WRENCH_API_TOKEN (or listen on 127.0.0.1)", addr)
+}
+
+// serve runs the embedded NATS, the dispatcher feeding runner, and the HTTP
+// API on ln until ctx is done, then shuts down in order: the dispatcher
+// (running tasks get --grace), the API, the connection, NATS.
+func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Runner, ln net.Listener) int {
+	log := serviceLogger(env, f.service.common.logLevel)
+	fail := func(err error) int {
+		log.Error("serve failed", "err", err)
+		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
+		return exitInfra
+	}
+	dataDir, err := f.service.common.resolvedDataDir()
+	if err != nil {
+		return fail(err)
+	}
+	tel, err := newServiceTelemetry(ctx, env, f.service, log)
+	if err != nil {
+		return fail(err)
+	}
+	defer tel.shutdown()
+
+	emb, err := queue.StartEmbedded(ctx, queue.EmbeddedConfig{DataDir: dataDir, Listen: f.natsListen, Logger: log.With("component", "nats")})
+	if err != nil {
+		return fail(err)
+	}
+	defer emb.Shutdown()
+	conn, err := queue.Connect(ctx, queue.Config{
+		ConnectOptions: []nats.Option{emb.ConnectOption()},
+		Propagator:     telemetry.Propagator(),
+		Logger:         log,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	defer closeConn(conn)
+
+	d, err := dispatcher.New(conn, runner, tel.dispatcherConfig(f.service, log))
+	if err != nil {
+		return fail(err)
+	}
+	srv, err := api.NewServer(api.Config{
+		Backend:        countingBackend{Conn: conn, m: tel.metrics},
+		Token:          f.token,
+		MaxBody:        f.maxBody,
+		Logger:         log.With("component", "api"),
+		Metrics:        telemetry.Handler(tel.registry),
+		Ready:          natsReady(conn),
+		TracerProvider: tel.tp,
+		Propagator:     telemetry.Propagator(),
+		ObserveRequest: tel.metrics.HTTPRequest,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if emb.ClientURL() != "" {
+		fmt.Fprintf(env.stderr, "wrench serve: NATS for workers at %s\n", emb.ClientURL())
+	}
+	fmt.Fprintf(env.stderr, "wrench serve: API on http://%s (data in %s, %d slots)\n", ln.Addr(), dataDir, f.service.slots)
+	log.Info("serving", "http", ln.Addr().String(), "nats", emb.ClientURL(), "data_dir", dataDir, "slots", f.service.slots)
+	return runService(ctx, log, d, srv, ln)
+}
+
+// runService runs the dispatcher and, when ln is not nil, an HTTP server
+// on it until ctx is done or either fails; then it stops the dispatcher
+// first (it drains: running tasks get their grace) while the API keeps
+// answering, and then the HTTP server (open event streams are ended).
+func runService(ctx context.Context, log *slog.Logger, d *dispatcher.Dispatcher, h http.Handler, ln net.Listener) int {
+	// Requests see a context that is cancelled at shutdown, so event
+	// streams end instead of holding Shutdown up.
+	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReqs()
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return reqCtx },
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	dispDone := make(chan error, 1)
+	httpDone := make(chan error, 1)
+	go func() {
+		dispDone <- d.Run(runCtx)
+		stop()
+	}()
+	if ln != nil {
+		go func() {
+			err := hs.Serve(ln)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			httpDone <- err
+			stop()
+		}()
+	} else {
+		httpDone <- nil
+	}
+	<-runCtx.Done()
+	log.Info("shutting down: draining tasks")
+	dErr := <-dispDone
+	cancelReqs()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	hErr := <-httpDone
+	if err := errors.Join(dErr, hErr); err != nil {
+		log.Error("service failed", "err", err)
+		return exitInfra
+	}
+	log.Info("stopped")
+	return exitOK
+}
+
+// countingBackend counts accepted submissions in the metrics.
+type countingBackend struct {
+	*queue.Conn
+	m *telemetry.Metrics
+}
+
+func (b countingBackend) Submit(ctx context.Context, t task.Task) (task.Status, bool, error) {
+	st, dup, err := b.Conn.Submit(ctx, t)
+	if err == nil && !dup {
+		b.m.TaskSubmitted(t.Source.Kind)
+	}
+	return st, dup, err
+}
+
+// closeConn flushes what the dispatcher sent last (the Nak that hands a
+// task back at shutdown is fire-and-forget) and closes the connection:
+// without the flush a handed-back task would wait out its AckWait.
+func closeConn(conn *queue.Conn) {
+	if err := conn.NATS().FlushTimeout(5 * time.Second); err != nil {
+		conn.Logger().Warn("flush nats before close", "err", err)
+	}
+	conn.Close()
+}
+
+// natsReady reports readiness as the NATS connection's state.
+func natsReady(conn *queue.Conn) func(context.Context) error {
+	return func(context.Context) error {
+		if s := conn.NATS().Status(); s != nats.CONNECTED {
+			return fmt.Errorf("nats connection is %s", s)
+		}
+		return nil
+	}
+}
+
+// serviceTelemetry is what serve and worker set up for observability.
+type serviceTelemetry struct {
+	registry *prometheus.Registry
+	metrics  *telemetry.Metrics
+	tp       trace.TracerProvider
+	tracer   *telemetry.TaskTracer
+	stop     func(context.Context) error
+	log      *slog.Logger
+}
+
+func newServiceTelemetry(ctx context.Context, env *cliEnv, f serviceFlags, log *slog.Logger) (*serviceTelemetry, error) {
+	tp, stop, err := telemetry.SetupTracing(ctx, telemetry.TracingConfig{
+		Endpoint: f.otlp, ServiceVersion: version, Getenv: env.getenv,
+	})
+	if err != nil {
+		return nil, err
+	}
+	reg := telemetry.NewRegistry()
+	m := telemetry.NewMetrics(reg)
+	m.SetBuildInfo(version)
+	return &serviceTelemetry{registry: reg, metrics: m, tp: tp,
+		tracer: telemetry.NewTaskTracer(tp, telemetry.TaskTracerConfig{}), stop: stop, log: log}, nil
+}
+
+// shutdown flushes traces, bounded.
+func (t *serviceTelemetry) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.stop(ctx); err != nil {
+		t.log.Warn("flush traces", "err", err)
+	}
+}
+
+func (t *serviceTelemetry) dispatcherConfig(f serviceFlags, log *slog.Logger) dispatcher.Config {
+	return dispatcher.Config{
+		Slots:        f.slots,
+		WorkerID:     f.workerID,
+		PerRepoLimit: f.perRepo,
+		Grace:        f.grace,
+		AckWait:      f.ackWait,
+		Observer:     telemetry.NewObserver(t.metrics, t.tracer, log),
+		Logger:       log.With("component", "dispatcher"),
+	}
+}
+
+// serviceLogger logs JSON on stderr with the task id and trace id of the
+// context on every line.
+func serviceLogger(env *cliEnv, level string) *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		lvl = slog.LevelInfo
+	}
+	return slog.New(telemetry.NewLogHandler(env.stderr, &slog.HandlerOptions{Level: lvl}))
+}

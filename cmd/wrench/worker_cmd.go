@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/telemetry"
+)
+
+// workerFlags are the flags of `wrench worker`.
+type workerFlags struct {
+	service   serviceFlags
+	natsURL   string
+	natsCreds string
+	httpAddr  string
+}
+
+func cmdWorker(ctx context.Context, env *cliEnv, args []string) int {
+	var f workerFlags
+	fs := flag.NewFlagSet("wrench worker", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	f.service.register(fs, env)
+	fs.StringVar(&f.natsURL, "nats", env.getenv("WRENCH_NATS_URL"), "NATS server URL(s), comma-separated for a cluster (required; default $WRENCH_NATS_URL)")
+	fs.StringVar(&f.natsCreds, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:7071", "address of /metrics, /healthz and /readyz (empty: none)")
+	if err := fs.Parse(args); err != nil {
+		return exitBadInput
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.stderr, "wrench worker: unexpected argument %q\n", fs.Arg(0))
+		return exitBadInput
+	}
+	if strings.TrimSpace(f.natsURL) == "" {
+		fmt.Fprintln(env.stderr, "wrench worker: --nats URL is required (the NATS that `wrench serve --nats-listen` or your cluster serves)")
+		return exitBadInput
+	}
+	if err := f.service.check(); err != nil {
+		fmt.Fprintf(env.stderr, "wrench worker: %v\n", err)
+		return exitBadInput
+	}
+	w, cleanup, err := newWorker(ctx, env, f.service.workerOptions())
+	if err != nil {
+		fmt.Fprintf(env.stderr, "wrench worker: %v\n", err)
+		return exitCodeFor(err)
+	}
+	defer cleanup()
+	return runWorker(ctx, env, f, w)
+}
+
+// runWorker joins the NATS at f.natsURL and runs tasks with runner until
+// ctx is done.
+func runWorker(ctx context.Context, env *cliEnv, f workerFlags, runner dispatcher.Runner) int {
+	log := serviceLogger(env, f.service.common.logLevel)
+	fail := func(err error) int {
+		log.Error("worker failed", "err", err)
+		fmt.Fprintf(env.stderr, "wrench worker: %v\n", err)
+		return exitInfra
+	}
+	tel, err := newServiceTelemetry(ctx, env, f.service, log)
+	if err != nil {
+		return fail(err)
+	}
+	defer tel.shutdown()
+	var opts []nats.Option
+	if f.natsCreds != "" {
+		opts = append(opts, nats.UserCredentials(f.natsCreds))
+	}
+	conn, err := queue.Connect(ctx, queue.Config{URL: f.natsURL, ConnectOptions: opts,
+		Propagator: telemetry.Propagator(), Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	defer closeConn(conn)
+	d, err := dispatcher.New(conn, runner, tel.dispatcherConfig(f.service, log))
+	if err != nil {
+		return fail(err)
+	}
+	var ln net.Listener
+	mux := http.NewServeMux()
+	if f.httpAddr != "" {
+		mux.Handle("GET /metrics", telemetry.Handler(tel.registry))
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		ready := natsReady(conn)
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+			if err := ready(r.Context()); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ready")
+		})
+		if ln, err = net.Listen("tcp", f.httpAddr); err != nil {
+			return fail(fmt.Errorf("listen on %s: %w", f.httpAddr, err))
+		}
+		fmt.Fprintf(env.stderr, "wrench worker: metrics on http://%s/metrics\n", ln.Addr())
+	}
+	fmt.Fprintf(env.stderr, "wrench worker: %s joined %s with %d slots\n", d.WorkerID(), conn.NATS().ConnectedUrlRedacted(), f.service.slots)
+	return runService(ctx, log, d, mux, ln)
+}

@@ -1,0 +1,179 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// requireDocker returns a client for the engine named by the environment,
+// skipping the test when none answers, except under CI=true, where it fails.
+func requireDocker(t *testing.T) *client.Client {
+	t.Helper()
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = c.Ping(ctx)
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("docker engine required under CI=true: %v", err)
+		}
+		t.Skipf("no docker engine reachable (%v); skipping", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// countingEngine counts imports made through a real engine.
+type countingEngine struct {
+	Engine
+	imports int
+}
+
+func (c *countingEngine) ImageImport(ctx context.Context, src image.ImportSource, ref string, opts image.ImportOptions) (io.ReadCloser, error) {
+	c.imports++
+	return c.Engine.ImageImport(ctx, src, ref, opts)
+}
+
+// runIn runs bash -c script in a fresh container of img, hardened the way
+// sandboxes are, and returns its exit code and combined output.
+func runIn(t *testing.T, c *client.Client, img string, env []string, script string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	created, err := c.ContainerCreate(ctx,
+		&container.Config{Image: img, Cmd: []string{"bash", "-c", script}, Env: env},
+		&container.HostConfig{
+			NetworkMode:    "none",
+			CapDrop:        []string{"ALL"},
+			SecurityOpt:    []string{"no-new-privileges"},
+			ReadonlyRootfs: true,
+			Tmpfs:          map[string]string{"/tmp": "rw,exec,nosuid,size=512m"},
+		}, nil, nil, "")
+	if err != nil {
+		t.Fatalf("create container: %v", err)
+	}
+	defer func() {
+		if err := c.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true}); err != nil {
+			t.Errorf("remove container: %v", err)
+		}
+	}()
+	waitC, errC := c.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
+	if err := c.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("start container: %v", err)
+	}
+	var code int
+	select {
+	case w := <-waitC:
+		code = int(w.StatusCode)
+	case err := <-errC:
+		t.Fatalf("wait container: %v", err)
+	}
+	logs, err := c.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		t.Fatalf("container logs: %v", err)
+	}
+	defer logs.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, logs); err != nil {
+		t.Fatalf("read logs: %v", err)
+	}
+	return code, out.String()
+}
+
+const tinyModule = `set -e
+mkdir -p /tmp/m && cd /tmp/m
+printf 'module example.com/calc\n\ngo 1.19\n' > go.mod
+printf 'package calc\n\nfunc Add(a, b int) int { return a + b }\n' > calc.go
+printf 'package calc\n\nimport "testing"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(1, 2) != 3 {\n\t\tt.Fatal("bad")\n\t}\n}\n' > calc_test.go
+`
+
+// TestBuildDefaultImage builds the real default image (a no-op when it is
+// already current) and checks what the sandbox relies on.
+func TestBuildDefaultImage(t *testing.T) {
+	c := requireDocker(t)
+	ctx := context.Background()
+	if err := Build(ctx, Options{Progress: testWriter{t}}); err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+
+	t.Run("second build is a no-op", func(t *testing.T) {
+		eng := &countingEngine{Engine: c}
+		if err := Build(ctx, Options{Engine: eng}); err != nil {
+			t.Fatalf("Build: %v", err)
+		}
+		if eng.imports != 0 {
+			t.Errorf("second Build imported %d times, want 0", eng.imports)
+		}
+		ok, err := Exists(ctx, DefaultTag)
+		if err != nil || !ok {
+			t.Errorf("Exists = %v, %v; want true", ok, err)
+		}
+	})
+
+	checks := []struct {
+		name   string
+		env    []string
+		script string
+		want   []string
+	}{
+		{
+			name:   "tools",
+			script: "git --version && python3 -m pytest --version && go version && id -u && id -g && pwd && echo $HOME",
+			want:   []string{"git version", "pytest", "go version go1.", "\n1000\n1000\n/workspace\n/home/wrench\n"},
+		},
+		{
+			name:   "git accepts any owner and has an identity",
+			script: "cd /tmp && git init -q r && cd r && git commit -q --allow-empty -m x && git log --format=%an && git config --system safe.directory",
+			want:   []string{"Wrench Sandbox", "*"},
+		},
+		{
+			name:   "go test starts from the seeded cache",
+			script: tinyModule + "go test ./... && test -e /tmp/gocache/trim.txt -o -n \"$(ls /tmp/gocache)\" && echo seeded",
+			want:   []string{"ok  \texample.com/calc", "seeded"},
+		},
+		{
+			name:   "seeding can be turned off",
+			env:    []string{"WRENCH_GOCACHE_SEED="},
+			script: "go env GOROOT >/dev/null && test ! -e /tmp/gocache && echo unseeded",
+			want:   []string{"unseeded"},
+		},
+		{
+			name:   "pytest runs",
+			script: "mkdir /tmp/p && cd /tmp/p && printf 'def test_x():\\n    assert 1 + 1 == 2\\n' > test_x.py && python3 -m pytest -q && test ! -e .pytest_cache && echo clean",
+			want:   []string{"1 passed", "clean"},
+		},
+	}
+	for _, tc := range checks {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := runIn(t, c, DefaultTag, tc.env, tc.script)
+			if code != 0 {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+// testWriter sends mmdebstrap's progress to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,264 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/wrenchworks/wrench/sandbox"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// fakeEngine is an in-memory image store.
+type fakeEngine struct {
+	mu       sync.Mutex
+	images   map[string]image.InspectResponse // by tag
+	imports  int
+	imported []byte
+	removed  []string
+	inspErr  error
+	nextID   int
+}
+
+func (f *fakeEngine) ImageInspect(_ context.Context, ref string, _ ...client.ImageInspectOption) (image.InspectResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.inspErr != nil {
+		return image.InspectResponse{}, f.inspErr
+	}
+	img, ok := f.images[ref]
+	if !ok {
+		return image.InspectResponse{}, notFound{}
+	}
+	return img, nil
+}
+
+func (f *fakeEngine) ImageImport(_ context.Context, src image.ImportSource, ref string, opts image.ImportOptions) (io.ReadCloser, error) {
+	data, err := io.ReadAll(src.Source)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.imports++
+	if err != nil {
+		return nil, err // the engine discards a body that failed
+	}
+	f.imported = data
+	labels := map[string]string{}
+	for _, c := range opts.Changes {
+		if kv, ok := strings.CutPrefix(c, "LABEL "); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			labels[k] = v
+		}
+	}
+	f.nextID++
+	f.images[ref] = image.InspectResponse{
+		ID:     "sha256:new" + string(rune('0'+f.nextID)),
+		Size:   int64(len(data)),
+		Config: &dockerspec.DockerOCIImageConfig{ImageConfig: ocispec.ImageConfig{Labels: labels}},
+	}
+	return io.NopCloser(strings.NewReader(`{"status":"sha256:0123"}` + "\n")), nil
+}
+
+func (f *fakeEngine) ImageRemove(_ context.Context, id string, _ image.RemoveOptions) ([]image.DeleteResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed = append(f.removed, id)
+	return nil, nil
+}
+
+type notFound struct{}
+
+func (notFound) Error() string { return "No such image" }
+func (notFound) NotFound()     {}
+
+func withLabels(id string, labels map[string]string) image.InspectResponse {
+	return image.InspectResponse{ID: id, Config: &dockerspec.DockerOCIImageConfig{ImageConfig: ocispec.ImageConfig{Labels: labels}}}
+}
+
+// fakeMmdebstrap puts a script named mmdebstrap first on PATH. It records
+// its arguments, writes stdout and exits with code.
+func fakeMmdebstrap(t *testing.T, stdout string, code int) (argsFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	argsFile = filepath.Join(dir, "args")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + argsFile + "\nprintf '" + stdout + "'\necho 'E: fake failure' >&2\nexit " + string(rune('0'+code)) + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "mmdebstrap"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return argsFile
+}
+
+func TestBuild(t *testing.T) {
+	current := defaultRecipe("").hash()
+	tests := []struct {
+		name        string
+		existing    map[string]image.InspectResponse
+		force       bool
+		script      string
+		code        int
+		wantImports int
+		wantErr     string
+		wantRemoved []string
+		wantTagged  bool
+	}{
+		{name: "missing image is built", script: "rootfs", wantImports: 1, wantTagged: true},
+		{
+			name:     "current image is a no-op",
+			existing: map[string]image.InspectResponse{DefaultTag: withLabels("sha256:old", map[string]string{LabelRecipe: current})},
+			script:   "rootfs", wantTagged: true,
+		},
+		{
+			name:     "force rebuilds a current image",
+			existing: map[string]image.InspectResponse{DefaultTag: withLabels("sha256:old", map[string]string{LabelRecipe: current})},
+			force:    true, script: "rootfs", wantImports: 1, wantTagged: true, wantRemoved: []string{"sha256:old"},
+		},
+		{
+			name:     "changed recipe rebuilds",
+			existing: map[string]image.InspectResponse{DefaultTag: withLabels("sha256:old", map[string]string{LabelRecipe: "sha256:stale"})},
+			script:   "rootfs", wantImports: 1, wantTagged: true, wantRemoved: []string{"sha256:old"},
+		},
+		{
+			name:   "failed mmdebstrap tags nothing",
+			script: "partial", code: 1, wantImports: 1,
+			wantErr: "E: fake failure",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			argsFile := fakeMmdebstrap(t, tt.script, tt.code)
+			eng := &fakeEngine{images: map[string]image.InspectResponse{}}
+			for k, v := range tt.existing {
+				eng.images[k] = v
+			}
+			var progress bytes.Buffer
+			err := Build(context.Background(), Options{Engine: eng, Force: tt.force, Progress: &progress, CacheDir: t.TempDir()})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Build error = %v, want it to contain %q", err, tt.wantErr)
+				}
+			} else if err != nil {
+				t.Fatalf("Build: %v", err)
+			}
+			if eng.imports != tt.wantImports {
+				t.Errorf("imports = %d, want %d", eng.imports, tt.wantImports)
+			}
+			img, tagged := eng.images[DefaultTag]
+			if tagged != tt.wantTagged {
+				t.Fatalf("tagged = %v, want %v", tagged, tt.wantTagged)
+			}
+			if tagged && img.Config.Labels[LabelRecipe] != current {
+				t.Errorf("recipe label = %q, want %q", img.Config.Labels[LabelRecipe], current)
+			}
+			if strings.Join(eng.removed, ",") != strings.Join(tt.wantRemoved, ",") {
+				t.Errorf("removed = %v, want %v", eng.removed, tt.wantRemoved)
+			}
+			if tt.wantImports > 0 {
+				if string(eng.imported) != tt.script && tt.code == 0 {
+					t.Errorf("imported %q, want mmdebstrap's stdout %q", eng.imported, tt.script)
+				}
+				if !strings.Contains(progress.String(), "E: fake failure") {
+					t.Errorf("progress did not receive mmdebstrap's stderr: %q", progress.String())
+				}
+				args, err := os.ReadFile(argsFile)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(string(args), "\nbookworm\n-\n"+DefaultMirror+"\n") {
+					t.Errorf("mmdebstrap args do not end with suite, stdout, mirror:\n%s", args)
+				}
+			}
+		})
+	}
+}
+
+func TestBuildEngineUnreachable(t *testing.T) {
+	eng := &fakeEngine{images: map[string]image.InspectResponse{}, inspErr: errors.New("dial unix /var/run/docker.sock: connection refused")}
+	err := Build(context.Background(), Options{Engine: eng})
+	if got := sandbox.KindOf(err); got != sandbox.ErrUnavailable {
+		t.Fatalf("KindOf(%v) = %q, want %q", err, got, sandbox.ErrUnavailable)
+	}
+}
+
+func TestRecipeHash(t *testing.T) {
+	base := defaultRecipe("")
+	if base.hash() != defaultRecipe("http://mirror.example/debian").hash() {
+		t.Error("hash depends on the mirror")
+	}
+	mutations := map[string]func(*recipe){
+		"suite":    func(r *recipe) { r.Suite = "trixie" },
+		"packages": func(r *recipe) { r.Packages = append(r.Packages, "make") },
+		"excludes": func(r *recipe) { r.Excludes = r.Excludes[1:] },
+		"changes":  func(r *recipe) { r.Changes = append(r.Changes, "ENV X=1") },
+		"boundary": func(r *recipe) {
+			r.Packages = append(r.Packages[:len(r.Packages):len(r.Packages)], r.Excludes[0])
+			r.Excludes = r.Excludes[1:]
+		},
+	}
+	for name, mutate := range mutations {
+		r := defaultRecipe("")
+		r.Packages = append([]string(nil), r.Packages...)
+		mutate(&r)
+		if r.hash() == base.hash() {
+			t.Errorf("%s: hash unchanged", name)
+		}
+	}
+}
+
+func TestMmdebstrapArgsGolden(t *testing.T) {
+	args := defaultRecipe("").mmdebstrapArgs("/tmp/hook/customize.sh", "/var/cache/wrench/debs")
+	got := strings.Join(args, "\n") + "\n"
+	golden := filepath.Join("testdata", "mmdebstrap-args.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("mmdebstrap args changed (run with -update if intended):\ngot:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestDebCacheDir(t *testing.T) {
+	if d, err := debCacheDir(Options{NoCache: true}); err != nil || d != "" {
+		t.Errorf("NoCache: got %q, %v", d, err)
+	}
+	if _, err := debCacheDir(Options{CacheDir: "/tmp/with space"}); err == nil {
+		t.Error("a cache dir with a space was accepted")
+	}
+}
+
+// TestChangesSyntax checks the import instructions the way the engine
+// parses them: an ENV value with a space must be quoted.
+func TestChangesSyntax(t *testing.T) {
+	env := regexp.MustCompile(`^ENV [A-Za-z_][A-Za-z0-9_]*=("[^"]*"|[^\s"]*)$`)
+	for _, c := range defaultRecipe("").changes("sha256:x") {
+		verb, _, _ := strings.Cut(c, " ")
+		switch verb {
+		case "ENV":
+			if !env.MatchString(c) {
+				t.Errorf("%q: not one NAME=value pair (quote values with spaces)", c)
+			}
+		case "USER", "WORKDIR", "CMD", "LABEL":
+		default:
+			t.Errorf("%q: instruction not allowed in an import", c)
+		}
+	}
+}

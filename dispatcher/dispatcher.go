@@ -81,14 +81,24 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if !d.started.CompareAndSwap(false, true) {
 		return errors.New("dispatcher: Run called twice")
 	}
-	cons, err := d.conn.TaskConsumer(ctx, queue.ConsumerConfig{AckWait: d.cfg.AckWait, MaxDeliver: d.cfg.MaxDeliver})
-	if err != nil {
-		return fmt.Errorf("dispatcher: %w", err)
+	cons, err := d.conn.TaskConsumer(ctx, d.consumerConfig())
+	if err == nil {
+		var deadCons jetstream.Consumer
+		if deadCons, err = d.conn.DeadLetterAdvisories(ctx); err == nil {
+			return d.run(ctx, cons, deadCons)
+		}
 	}
-	deadCons, err := d.conn.DeadLetterAdvisories(ctx)
-	if err != nil {
-		return fmt.Errorf("dispatcher: %w", err)
+	if ctx.Err() != nil {
+		return nil // stopped before it started
 	}
+	return fmt.Errorf("dispatcher: %w", err)
+}
+
+func (d *Dispatcher) consumerConfig() queue.ConsumerConfig {
+	return queue.ConsumerConfig{AckWait: d.cfg.AckWait, MaxDeliver: d.cfg.MaxDeliver}
+}
+
+func (d *Dispatcher) run(ctx context.Context, cons, deadCons jetstream.Consumer) error {
 	// Background helpers and runs outlive ctx: they stop on their own
 	// schedule during shutdown.
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
@@ -133,6 +143,14 @@ func (d *Dispatcher) fetchLoop(ctx context.Context, cons jetstream.Consumer, run
 			return
 		}
 		msg, err := d.fetchOne(cons)
+		if isConsumerGone(err) {
+			// Deleted (by an operator, or lost with a server): put it
+			// back; CreateOrUpdate is idempotent.
+			if c, cerr := d.conn.TaskConsumer(ctx, d.consumerConfig()); cerr == nil {
+				cons = c
+				d.log.Warn("workers consumer was missing; recreated")
+			}
+		}
 		if err != nil {
 			<-d.slots
 			failures++
@@ -241,7 +259,17 @@ func (d *Dispatcher) deadLetterLoop(ctx context.Context, cons jetstream.Consumer
 			d.bury(ctx, m)
 		}
 		cancel()
+		if err := batch.Error(); isConsumerGone(err) {
+			if c, cerr := d.conn.DeadLetterAdvisories(ctx); cerr == nil {
+				cons = c
+			}
+		}
 	}
+}
+
+// isConsumerGone reports a fetch error that recreating the consumer cures.
+func isConsumerGone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, nats.ErrNoResponders)
 }
 
 func (d *Dispatcher) bury(ctx context.Context, m jetstream.Msg) {

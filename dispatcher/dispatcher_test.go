@@ -216,3 +216,27 @@ func TestRunTwiceFails(t *testing.T) {
 		t.Fatal("second Run returned nil")
 	}
 }
+
+func TestDeletedConsumerIsRecreated(t *testing.T) {
+	e := startNATS(t, "")
+	c := connect(t, e)
+	obs := newRecordingObserver()
+	runDispatcher(t, newDispatcher(t, c, newFakeRunner(), dispatcher.Config{Observer: obs}))
+	waitFor(t, "the dispatcher to start", func() bool { return obs.count("slots") > 0 })
+	if err := c.TaskStream().DeleteConsumer(context.Background(), queue.WorkersConsumer); err != nil {
+		t.Fatal(err)
+	}
+	submit(t, c, newTask("t-recreated"))
+	if st := waitFinal(t, c, "t-recreated"); st.State != task.StateResolved {
+		t.Fatalf("status = %+v", st)
+	}
+}
+
+func TestRunWithDoneContextReturnsNil(t *testing.T) {
+	c := connect(t, startNATS(t, ""))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := newDispatcher(t, c, newFakeRunner(), dispatcher.Config{}).Run(ctx); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+}

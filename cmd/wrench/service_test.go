@@ -17,6 +17,7 @@ import (
 
 	"github.com/wrenchworks/wrench/api"
 	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -388,5 +389,83 @@ func TestServeRestartKeepsTasks(t *testing.T) {
 	}
 	if os.Getenv("WRENCH_TEST_LOG") != "" {
 		t.Log(srv.stderr.String(), "\n----\n", srv2.stderr.String())
+	}
+}
+
+// TestWorkerJoinsServe runs `wrench worker` against the NATS a serve
+// exposes with --nats-listen: the two share the work queue.
+func TestWorkerJoinsServe(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// serve's only slot is taken by a task that never ends on its own.
+	hold := dispatcher.RunnerFunc(func(ctx context.Context, t task.Task, attempt int, onEvent func(task.Event)) task.Report {
+		<-ctx.Done()
+		return task.Report{Result: task.Result{TaskID: t.ID, Status: task.StateCancelled}}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	serveErr := &syncBuffer{}
+	senv := &cliEnv{stdin: strings.NewReader(""), stdout: io.Discard, stderr: serveErr, getenv: func(string) string { return "" }}
+	sf := serveFlags{httpAddr: ln.Addr().String(), natsListen: "127.0.0.1:0", maxBody: api.DefaultMaxBody,
+		service: serviceFlags{common: commonFlags{dataDir: t.TempDir(), logLevel: "error"}, slots: 1, verify: "finish", ackWait: time.Second}}
+	serveDone := make(chan int, 1)
+	go func() { serveDone <- serve(ctx, senv, sf, hold, ln) }()
+	srv := &testServer{url: "http://" + ln.Addr().String()}
+
+	var natsURL string
+	for natsURL == "" {
+		for _, l := range strings.Split(serveErr.String(), "\n") {
+			if u, ok := strings.CutPrefix(l, "wrench serve: NATS for workers at "); ok {
+				natsURL = u
+			}
+		}
+		select {
+		case code := <-serveDone:
+			t.Fatalf("serve exited %d: %s", code, serveErr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+
+	workerErr := &syncBuffer{}
+	wenv := &cliEnv{stdin: strings.NewReader(""), stdout: io.Discard, stderr: workerErr, getenv: func(string) string { return "" }}
+	wf := workerFlags{natsURL: natsURL, httpAddr: "127.0.0.1:0",
+		service: serviceFlags{common: commonFlags{logLevel: "error"}, slots: 2, verify: "finish", ackWait: time.Second, workerID: "w-remote"}}
+	workerDone := make(chan int, 1)
+	go func() { workerDone <- runWorker(ctx, wenv, wf, fakeRunner(nil)) }()
+
+	for i := range 3 {
+		if code, _, errOut := wrench(t, srv, "submit", "--repo", "/r", "--task", "resolve", "--id", "t-"+string(rune('a'+i))); code != exitOK {
+			t.Fatalf("submit: %d %s", code, errOut)
+		}
+	}
+	// serve's one slot holds a task; the worker resolves the other two.
+	c := api.NewClient(srv.url, "")
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	var resolved []task.Status
+	for len(resolved) < 2 {
+		lr, err := c.List(wctx, queue.ListOptions{State: task.StateResolved})
+		if err != nil {
+			t.Fatalf("waiting for the worker to resolve two tasks: %v", err)
+		}
+		resolved = lr.Tasks
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, st := range resolved {
+		if st.Worker != "w-remote" {
+			t.Errorf("%s resolved by %q, want the joined worker", st.TaskID, st.Worker)
+		}
+	}
+	cancel()
+	if code := <-workerDone; code != exitOK {
+		t.Errorf("worker exit %d: %s", code, workerErr.String())
+	}
+	if code := <-serveDone; code != exitOK {
+		t.Errorf("serve exit %d: %s", code, serveErr.String())
+	}
+	if !strings.Contains(workerErr.String(), "w-remote joined nats://") {
+		t.Errorf("worker banner: %s", workerErr.String())
 	}
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 
 	"github.com/wrenchworks/wrench/agent"
@@ -29,22 +30,25 @@ func (e sandboxEnv) Exec(ctx context.Context, req agent.ExecRequest) (agent.Exec
 		Dropped:  r.Dropped,
 		TimedOut: r.TimedOut,
 		Duration: r.Duration,
-	}, err
+	}, envErr(err)
 }
 
 func (e sandboxEnv) ReadFile(ctx context.Context, path string) ([]byte, error) {
-	return e.sb.ReadFile(ctx, path)
+	b, err := e.sb.ReadFile(ctx, path)
+	return b, envErr(err)
 }
 
 func (e sandboxEnv) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
-	return e.sb.WriteFile(ctx, path, data, mode)
+	return envErr(e.sb.WriteFile(ctx, path, data, mode))
 }
 
-func (e sandboxEnv) Remove(ctx context.Context, path string) error { return e.sb.Remove(ctx, path) }
+func (e sandboxEnv) Remove(ctx context.Context, path string) error {
+	return envErr(e.sb.Remove(ctx, path))
+}
 
 func (e sandboxEnv) Stat(ctx context.Context, path string) (agent.FileInfo, error) {
 	fi, err := e.sb.Stat(ctx, path)
-	return agent.FileInfo(fi), err
+	return agent.FileInfo(fi), envErr(err)
 }
 
 func (e sandboxEnv) ListDir(ctx context.Context, path string) ([]agent.FileInfo, error) {
@@ -53,11 +57,12 @@ func (e sandboxEnv) ListDir(ctx context.Context, path string) ([]agent.FileInfo,
 	for i, fi := range list {
 		out[i] = agent.FileInfo(fi)
 	}
-	return out, err
+	return out, envErr(err)
 }
 
 func (e sandboxEnv) Glob(ctx context.Context, pattern, dir string) ([]string, error) {
-	return e.sb.Glob(ctx, pattern, dir)
+	m, err := e.sb.Glob(ctx, pattern, dir)
+	return m, envErr(err)
 }
 
 func (e sandboxEnv) Grep(ctx context.Context, req agent.GrepRequest) ([]agent.GrepMatch, error) {
@@ -66,5 +71,16 @@ func (e sandboxEnv) Grep(ctx context.Context, req agent.GrepRequest) ([]agent.Gr
 	for i, m := range ms {
 		out[i] = agent.GrepMatch(m)
 	}
-	return out, err
+	return out, envErr(err)
+}
+
+// envErr marks errors that mean the sandbox itself failed (it is gone, hit
+// a limit, or the engine is unreachable) so the agent ends the run with
+// env_error instead of showing the model a tool error.
+func envErr(err error) error {
+	switch sandbox.KindOf(err) {
+	case sandbox.ErrGone, sandbox.ErrLimit, sandbox.ErrUnavailable:
+		return errors.Join(agent.ErrEnvFailed, err)
+	}
+	return err
 }

@@ -151,6 +151,7 @@ func (r *taskRun) run(parent context.Context) task.Report {
 			Model:      model,
 			Env:        env,
 			Workspace:  ws,
+			Baseline:   res.TestsBefore,
 			Limits:     agentLimits(limits),
 			Verify:     r.w.cfg.Verify,
 			Protocol:   t.Protocol,

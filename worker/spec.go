@@ -32,9 +32,10 @@ func (r *taskRun) limits() task.Limits {
 // enforced by the task context, so the agent gets no timeout of its own.
 func agentLimits(l task.Limits) agent.Limits {
 	return agent.Limits{
-		MaxTurns:   l.MaxTurns,
-		MaxCostUSD: l.MaxCostUSD,
-		MaxTokens:  l.MaxTokens,
+		MaxTurns:    l.MaxTurns,
+		MaxCostUSD:  l.MaxCostUSD,
+		MaxTokens:   l.MaxTokens,
+		HardTurnCap: task.MaxTurnsHardCap,
 	}
 }
 

@@ -143,6 +143,12 @@ func NewServer(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// Handle mounts another handler on the server's mux (e.g. the GitHub
+// webhook at "POST /webhooks/github"), outside the bearer-token check: h
+// authenticates its own requests. Call it before serving; a pattern that
+// conflicts with an API route panics, as http.ServeMux does.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
 // noRoute answers 405 (with Allow) when the path exists under another
 // method, 404 otherwise; both as JSON.
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {

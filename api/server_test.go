@@ -255,3 +255,21 @@ func TestServerObserveRequest(t *testing.T) {
 		t.Errorf("observed %v, want %v", got, want)
 	}
 }
+
+func TestServerHandleExtraRoute(t *testing.T) {
+	s, err := NewServer(Config{Backend: newFake(), Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Handle("POST /webhooks/github", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	if a := call(t, srv, "POST", "/webhooks/github", "{}", nil); a.code != http.StatusAccepted {
+		t.Errorf("mounted route answered %d (it does its own auth, not the bearer token)", a.code)
+	}
+	if a := call(t, srv, "GET", "/webhooks/github", "", nil); a.code != http.StatusMethodNotAllowed {
+		t.Errorf("wrong method on mounted route: %d", a.code)
+	}
+}

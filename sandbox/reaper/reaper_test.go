@@ -1,0 +1,266 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/workspace"
+)
+
+const (
+	self     = 100
+	deadPID  = 200
+	livePID  = 300
+	reusePID = 400
+)
+
+var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+type fakeDocker struct {
+	mu        sync.Mutex
+	list      []container.Summary
+	listErr   error
+	removeErr map[string]error
+	removed   []string
+	filters   []string
+}
+
+func (f *fakeDocker) ContainerList(_ context.Context, opts container.ListOptions) ([]container.Summary, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.filters = opts.Filters.Get("label")
+	return f.list, f.listErr
+}
+
+func (f *fakeDocker) ContainerRemove(_ context.Context, id string, opts container.RemoveOptions) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !opts.Force || !opts.RemoveVolumes {
+		return errors.New("remove without Force and RemoveVolumes")
+	}
+	if err := f.removeErr[id]; err != nil {
+		return err
+	}
+	f.removed = append(f.removed, id)
+	return nil
+}
+
+type fakeWorkspaces struct {
+	list    []workspace.Info
+	removed []string
+}
+
+func (f *fakeWorkspaces) List() ([]workspace.Info, error) { return f.list, nil }
+
+func (f *fakeWorkspaces) Remove(w workspace.Info) error {
+	f.removed = append(f.removed, w.Dir)
+	return nil
+}
+
+func fakeProc(pid int) (bool, time.Time) {
+	switch pid {
+	case livePID:
+		return true, now.Add(-48 * time.Hour)
+	case reusePID:
+		return true, now.Add(-time.Minute) // started after the resources below
+	case self:
+		return true, now.Add(-48 * time.Hour)
+	}
+	return false, time.Time{}
+}
+
+func labels(task, host string, pid int, age time.Duration) map[string]string {
+	return map[string]string{
+		sandbox.LabelManaged:    "true",
+		sandbox.LabelDeployment: "prod",
+		sandbox.LabelTask:       task,
+		sandbox.LabelOwnerHost:  host,
+		sandbox.LabelOwnerPID:   strconv.Itoa(pid),
+		sandbox.LabelCreated:    now.Add(-age).Format(time.RFC3339),
+	}
+}
+
+func TestOrphanRules(t *testing.T) {
+	tests := []struct {
+		name    string
+		task    string
+		host    string
+		pid     int
+		age     time.Duration
+		alive   func(string) bool
+		removed bool
+	}{
+		{name: "dead owner on this host", host: "here", pid: deadPID, age: time.Hour, removed: true},
+		{name: "dead owner, fresh container", host: "here", pid: deadPID, age: 0, removed: true},
+		{name: "live owner on this host", host: "here", pid: livePID, age: time.Hour},
+		{name: "owner pid reused by a later process", host: "here", pid: reusePID, age: time.Hour, removed: true},
+		{name: "owner on another host", host: "there", pid: deadPID, age: time.Hour},
+		{name: "another host, past MaxAge", host: "there", pid: livePID, age: 25 * time.Hour, removed: true},
+		{name: "live owner, past MaxAge", host: "here", pid: livePID, age: 25 * time.Hour, removed: true},
+		{name: "task alive though owner dead", task: "t-alive", host: "here", pid: deadPID, age: time.Hour, alive: aliveSet("t-alive")},
+		{name: "task alive past MaxAge", task: "t-alive", host: "there", pid: livePID, age: 48 * time.Hour, alive: aliveSet("t-alive")},
+		{name: "this process, task over, past grace", task: "t-done", host: "here", pid: self, age: 2 * time.Minute, alive: aliveSet(), removed: true},
+		{name: "this process, task over, within grace", task: "t-done", host: "here", pid: self, age: 10 * time.Second, alive: aliveSet()},
+		{name: "this process, liveness unknown", task: "t-done", host: "here", pid: self, age: time.Hour},
+		{name: "no owner pid", host: "here", pid: 0, age: time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			task := tt.task
+			if task == "" {
+				task = "t-1"
+			}
+			d := &fakeDocker{list: []container.Summary{{ID: "c1", Labels: labels(task, tt.host, tt.pid, tt.age)}}}
+			ws := &fakeWorkspaces{list: []workspace.Info{{
+				Dir: "/ws/1", TaskID: task, Deployment: "prod", Created: now.Add(-tt.age), OwnerPID: tt.pid, OwnerHost: tt.host,
+			}}}
+			r := newTestReaper(t, Config{Docker: d, Workspaces: ws, Alive: tt.alive})
+			rep, err := r.Sweep(context.Background())
+			if err != nil {
+				t.Fatalf("Sweep: %v", err)
+			}
+			if got := len(d.removed) == 1; got != tt.removed {
+				t.Errorf("container removed = %v, want %v", got, tt.removed)
+			}
+			if got := len(ws.removed) == 1; got != tt.removed {
+				t.Errorf("workspace removed = %v, want %v", got, tt.removed)
+			}
+			wantKept := 2
+			if tt.removed {
+				wantKept = 0
+				if len(rep.Containers) != 1 || rep.Containers[0].Reason == "" || rep.Containers[0].TaskID != task {
+					t.Errorf("report containers = %+v", rep.Containers)
+				}
+			}
+			if rep.Kept != wantKept {
+				t.Errorf("Kept = %d, want %d", rep.Kept, wantKept)
+			}
+		})
+	}
+}
+
+func TestSweepFiltersByDeployment(t *testing.T) {
+	d := &fakeDocker{}
+	r := newTestReaper(t, Config{Docker: d})
+	if _, err := r.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(d.filters)
+	want := []string{sandbox.LabelDeployment + "=prod", sandbox.LabelManaged + "=true"}
+	if !slices.Equal(d.filters, want) {
+		t.Errorf("label filters = %v, want %v", d.filters, want)
+	}
+}
+
+func TestUnlabelledWorkspaces(t *testing.T) {
+	ws := &fakeWorkspaces{list: []workspace.Info{
+		{Dir: "/ws/old-stray", Created: now.Add(-time.Hour)},
+		{Dir: "/ws/new-stray", Created: now.Add(-time.Second)},
+		{Dir: "/ws/other", Deployment: "staging", TaskID: "x", OwnerHost: "here", OwnerPID: deadPID, Created: now.Add(-time.Hour)},
+	}}
+	r := newTestReaper(t, Config{Workspaces: ws})
+	rep, err := r.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ws.removed, []string{"/ws/old-stray"}) || rep.Kept != 2 {
+		t.Errorf("removed %v, kept %d; want only the old unlabelled directory", ws.removed, rep.Kept)
+	}
+}
+
+func TestDryRun(t *testing.T) {
+	d := &fakeDocker{list: []container.Summary{{ID: "c1", Labels: labels("t", "here", deadPID, time.Hour)}}}
+	ws := &fakeWorkspaces{list: []workspace.Info{{Dir: "/ws/1", TaskID: "t", Deployment: "prod", OwnerHost: "here", OwnerPID: deadPID, Created: now}}}
+	r := newTestReaper(t, Config{Docker: d, Workspaces: ws, DryRun: true})
+	rep, err := r.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.removed)+len(ws.removed) != 0 {
+		t.Errorf("dry run removed %v %v", d.removed, ws.removed)
+	}
+	if len(rep.Containers) != 1 || len(rep.Workspaces) != 1 {
+		t.Errorf("dry run report = %+v, want one of each", rep)
+	}
+}
+
+func TestSweepErrors(t *testing.T) {
+	t.Run("remove failure does not stop the sweep", func(t *testing.T) {
+		d := &fakeDocker{
+			list: []container.Summary{
+				{ID: "bad", Labels: labels("a", "here", deadPID, time.Hour)},
+				{ID: "good", Labels: labels("b", "here", deadPID, time.Hour)},
+			},
+			removeErr: map[string]error{"bad": errors.New("device busy")},
+		}
+		ws := &fakeWorkspaces{list: []workspace.Info{{Dir: "/ws/1", TaskID: "a", Deployment: "prod", OwnerHost: "here", OwnerPID: deadPID, Created: now}}}
+		rep, err := newTestReaper(t, Config{Docker: d, Workspaces: ws}).Sweep(context.Background())
+		if err == nil {
+			t.Fatal("Sweep returned no error")
+		}
+		if !slices.Equal(d.removed, []string{"good"}) || len(ws.removed) != 1 || len(rep.Containers) != 1 {
+			t.Errorf("removed %v %v, report %+v", d.removed, ws.removed, rep)
+		}
+	})
+	t.Run("engine down is unavailable", func(t *testing.T) {
+		d := &fakeDocker{listErr: errors.New("connection refused")}
+		_, err := newTestReaper(t, Config{Docker: d}).Sweep(context.Background())
+		if sandbox.KindOf(err) != sandbox.ErrUnavailable {
+			t.Errorf("error %v: kind %q, want %q", err, sandbox.KindOf(err), sandbox.ErrUnavailable)
+		}
+	})
+}
+
+func TestNewRequiresDeployment(t *testing.T) {
+	if _, err := New(Config{}); err == nil {
+		t.Error("New accepted an empty Deployment")
+	}
+}
+
+func TestRunSweepsUntilCancelled(t *testing.T) {
+	d := &fakeDocker{list: []container.Summary{{ID: "c1", Labels: labels("t", "here", deadPID, time.Hour)}}}
+	r := newTestReaper(t, Config{Docker: d, Interval: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	for len(removedSnapshot(d)) < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+}
+
+func removedSnapshot(d *fakeDocker) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.removed)
+}
+
+func aliveSet(tasks ...string) func(string) bool {
+	return func(id string) bool { return slices.Contains(tasks, id) }
+}
+
+func newTestReaper(t *testing.T, cfg Config) *Reaper {
+	t.Helper()
+	cfg.Deployment = "prod"
+	cfg.Host = "here"
+	cfg.PID = self
+	cfg.Now = func() time.Time { return now }
+	cfg.Proc = fakeProc
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

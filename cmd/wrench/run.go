@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/wrenchworks/wrench/agent"
+	"github.com/wrenchworks/wrench/task"
+)
+
+// runFlags are the flags of `wrench run`.
+type runFlags struct {
+	repo, ref, commit string
+	instruction       string
+	testCmd           string
+	model, protocol   string
+	out, trajectory   string
+	image, network    string
+	verify            string
+	maxTurns          int
+	maxCost           float64
+	timeout           time.Duration
+	jsonOut, quiet    bool
+	common            commonFlags
+}
+
+func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
+	var f runFlags
+	fs := flag.NewFlagSet("wrench run", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.StringVar(&f.repo, "repo", "", "repository: a local path, file:// or https:// URL (required)")
+	fs.StringVar(&f.ref, "ref", "", "branch or tag to check out (default: the remote's HEAD)")
+	fs.StringVar(&f.commit, "commit", "", "exact commit to check out")
+	fs.StringVar(&f.instruction, "task", "", "what to do (required; @FILE reads it from a file)")
+	fs.StringVar(&f.testCmd, "test", "", "test command that verifies the work, run in the sandbox")
+	fs.StringVar(&f.model, "model", "", "model name, or scripted:FILE for the scripted model (default $WRENCH_LLM_MODEL, else gpt-4.1)")
+	fs.StringVar(&f.protocol, "protocol", "", "tools (default) or text, for models without tool calling")
+	fs.StringVar(&f.out, "out", "", "write the patch to FILE instead of stdout")
+	fs.StringVar(&f.trajectory, "trajectory", "", "write the JSONL trajectory to FILE")
+	fs.StringVar(&f.image, "image", "", "sandbox image (default "+defaultImage+")")
+	fs.StringVar(&f.network, "network", "", "sandbox network: none (default) or bridge")
+	fs.StringVar(&f.verify, "verify", "finish", "when the agent runs the tests: finish, after_write or never")
+	fs.IntVar(&f.maxTurns, "max-turns", 0, "model turns at most (-1 unlimited under the hard cap; default 50)")
+	fs.Float64Var(&f.maxCost, "max-cost", 0, "model spend at most, in USD (default: no limit)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of the whole task (default 30m)")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the result object as JSON on stdout")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
+	f.common.register(fs, env)
+	if err := fs.Parse(args); err != nil {
+		return exitBadInput
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.stderr, "wrench run: unexpected argument %q\n", fs.Arg(0))
+		return exitBadInput
+	}
+	t, err := f.task(env)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "wrench run: %v\n", err)
+		return exitBadInput
+	}
+	switch agent.VerifyPolicy(f.verify) {
+	case agent.VerifyOnFinish, agent.VerifyAfterWrite, agent.VerifyNever:
+	default:
+		fmt.Fprintf(env.stderr, "wrench run: --verify %q is not one of finish, after_write, never\n", f.verify)
+		return exitBadInput
+	}
+	if err := checkModelSpec(ctx, t.Model, env); err != nil {
+		fmt.Fprintf(env.stderr, "wrench run: %v\n", err)
+		return exitBadInput
+	}
+
+	w, cleanup, err := newWorker(ctx, env, workerOptions{
+		common:     f.common,
+		image:      f.image,
+		verify:     agent.VerifyPolicy(f.verify),
+		network:    f.network,
+		warm:       0,
+		deployment: f.common.deployment,
+	})
+	if err != nil {
+		fmt.Fprintf(env.stderr, "wrench run: %v\n", err)
+		return exitCodeFor(err)
+	}
+	defer cleanup()
+
+	var progress func(task.Event)
+	if !f.quiet {
+		progress = progressPrinter(env.stderr)
+	}
+	rep := w.Run(ctx, t, 1, progress)
+	res := rep.Result
+	if f.trajectory != "" {
+		if err := os.WriteFile(f.trajectory, rep.Artifacts["trajectory.jsonl"], 0o644); err != nil {
+			fmt.Fprintf(env.stderr, "wrench run: write trajectory: %v\n", err)
+		}
+	}
+	if err := writeRunOutput(env, f, res); err != nil {
+		fmt.Fprintf(env.stderr, "wrench run: %v\n", err)
+		return exitInfra
+	}
+	fmt.Fprintln(env.stderr, outcomeLine(res))
+	return res.Status.ExitCode()
+}
+
+// task builds the Task from the flags, checking what the flags alone can.
+func (f *runFlags) task(env *cliEnv) (task.Task, error) {
+	if f.repo == "" {
+		return task.Task{}, errors.New("--repo is required")
+	}
+	instr := f.instruction
+	if strings.HasPrefix(instr, "@") {
+		b, err := os.ReadFile(instr[1:])
+		if err != nil {
+			return task.Task{}, fmt.Errorf("read --task file: %w", err)
+		}
+		instr = string(b)
+	}
+	if strings.TrimSpace(instr) == "" {
+		return task.Task{}, errors.New("--task is required and must not be empty")
+	}
+	repoURL, err := normalizeRepo(f.repo)
+	if err != nil {
+		return task.Task{}, err
+	}
+	model := f.model
+	t := task.Task{
+		ID:          task.NewID(),
+		Repo:        task.Repo{URL: repoURL, Ref: f.ref, Commit: f.commit},
+		Instruction: instr,
+		TestCommand: f.testCmd,
+		Image:       f.image,
+		Model:       model,
+		Protocol:    f.protocol,
+		Limits:      task.Limits{MaxTurns: f.maxTurns, MaxCostUSD: f.maxCost, Timeout: task.Duration(f.timeout)},
+		Sandbox:     task.SandboxOptions{Network: f.network},
+		Source:      task.Source{Kind: "cli"},
+		CreatedAt:   time.Now().UTC(),
+	}
+	return t, t.Validate()
+}
+
+// normalizeRepo turns a local path into an absolute path and checks that it
+// exists, so a typo is reported before anything starts.
+func normalizeRepo(repo string) (string, error) {
+	if strings.Contains(repo, "://") {
+		return repo, nil
+	}
+	abs, err := absPath(repo)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("repository %s: %w", repo, err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("repository %s: not a directory", repo)
+	}
+	return abs, nil
+}
+
+func writeRunOutput(env *cliEnv, f runFlags, res task.Result) error {
+	if f.out != "" {
+		if err := os.WriteFile(f.out, []byte(res.Patch), 0o644); err != nil {
+			return fmt.Errorf("write patch: %w", err)
+		}
+	}
+	if f.jsonOut {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	if f.out == "" {
+		_, err := io.WriteString(env.stdout, res.Patch)
+		return err
+	}
+	return nil
+}
+
+// outcomeLine is the one-line summary printed on stderr.
+func outcomeLine(r task.Result) string {
+	u := r.Usage
+	s := fmt.Sprintf("wrench: %s in %s — %d turns, %d tool calls, %d tokens (%d in, %d out), $%.4f",
+		r.Status, r.Timings.Total.Round(10*time.Millisecond), u.Turns, u.ToolCalls,
+		u.InputTokens+u.OutputTokens, u.InputTokens, u.OutputTokens, u.CostUSD)
+	if r.TestsBefore != nil || r.TestsAfter != nil {
+		s += fmt.Sprintf("; tests %s → %s", passFail(r.TestsBefore), passFail(r.TestsAfter))
+	}
+	if r.Reason != "" {
+		s += "; " + r.Reason
+	}
+	return s
+}
+
+func passFail(tr *task.TestRun) string {
+	switch {
+	case tr == nil:
+		return "not run"
+	case tr.Passed:
+		return "pass"
+	}
+	return "fail"
+}

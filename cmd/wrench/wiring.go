@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/wrenchworks/wrench/agent"
+	"github.com/wrenchworks/wrench/llm"
+	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/sandbox/docker"
+	"github.com/wrenchworks/wrench/task"
+	"github.com/wrenchworks/wrench/worker"
+	"github.com/wrenchworks/wrench/workspace"
+)
+
+// defaultImage is the sandbox image `wrench image build` produces.
+const defaultImage = "wrench-sandbox:default"
+
+// commonFlags are the flags every command that runs tasks shares.
+type commonFlags struct {
+	dataDir    string
+	deployment string
+	logLevel   string
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet, env *cliEnv) {
+	fs.StringVar(&c.dataDir, "data-dir", env.getenv("WRENCH_DATA_DIR"), "where workspaces, mirrors and state live (default ~/.cache/wrench)")
+	fs.StringVar(&c.deployment, "deployment", "local", "deployment name put on containers and workspaces (the reaper's scope)")
+	fs.StringVar(&c.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
+}
+
+// resolvedDataDir is the data dir, defaulting to the user's cache directory.
+func (c commonFlags) resolvedDataDir() (string, error) {
+	if c.dataDir != "" {
+		return absPath(c.dataDir)
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("find a data dir (set --data-dir): %w", err)
+	}
+	return filepath.Join(base, "wrench"), nil
+}
+
+func (c commonFlags) logger(env *cliEnv) *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
+		lvl = slog.LevelWarn
+	}
+	return slog.New(slog.NewJSONHandler(env.stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+// workerOptions are what differs between the commands that build a worker.
+type workerOptions struct {
+	common     commonFlags
+	image      string
+	verify     agent.VerifyPolicy
+	network    string
+	warm       int
+	deployment string
+}
+
+// secretEnv names the environment variables whose values never reach a
+// sandbox, a log line or a trajectory.
+var secretEnv = []string{"WRENCH_LLM_API_KEY", "OPENAI_API_KEY", "WRENCH_GIT_TOKEN", "GITHUB_TOKEN", "WRENCH_API_TOKEN"}
+
+func secrets(env *cliEnv) []string {
+	var out []string
+	for _, k := range secretEnv {
+		if v := env.getenv(k); len(v) >= 6 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// newWorker wires a worker from configuration: workspaces under the data
+// dir, the Docker sandbox provider, the model opener and the agent. cleanup
+// releases what it started.
+func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worker, func(), error) {
+	log := o.common.logger(env)
+	dataDir, err := o.common.resolvedDataDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	wsm, err := workspace.NewManager(workspace.Config{
+		Root:       filepath.Join(dataDir, "workspaces"),
+		MirrorDir:  filepath.Join(dataDir, "mirrors"),
+		Deployment: o.deployment,
+		Owner:      &workspace.Owner{UID: 1000, GID: 1000},
+		Logger:     log,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("workspaces: %w", err)
+	}
+	prov, err := docker.New(ctx, docker.Config{Deployment: o.deployment, DefaultImage: defaultImage, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	var auth *workspace.Auth
+	if tok := firstNonEmpty(env.getenv("WRENCH_GIT_TOKEN"), env.getenv("GITHUB_TOKEN")); tok != "" {
+		auth = &workspace.Auth{Token: tok}
+	}
+	prices := llm.DefaultPrices()
+	w, err := worker.New(worker.Config{
+		Workspaces:   workspaceOpener{m: wsm, auth: auth},
+		Sandboxes:    prov,
+		Models:       modelOpener(env),
+		Agent:        agent.New(agent.Config{Prices: prices.AgentPrices()}),
+		DefaultImage: firstNonEmpty(o.image, defaultImage),
+		Verify:       o.verify,
+		Sandbox:      worker.SandboxDefaults{Network: o.network},
+		Secrets:      secrets(env),
+		Logger:       log,
+	})
+	if err != nil {
+		_ = prov.Close()
+		return nil, nil, err
+	}
+	return w, func() { _ = prov.Close() }, nil
+}
+
+// workspaceOpener adapts the go-git workspace manager to the worker,
+// classifying clone errors as the task's fault or a passing one.
+type workspaceOpener struct {
+	m    *workspace.Manager
+	auth *workspace.Auth
+}
+
+func (o workspaceOpener) Open(ctx context.Context, taskID string, repo task.Repo) (worker.Workspace, error) {
+	ws, err := o.m.Open(ctx, taskID, repo, o.auth)
+	if err != nil {
+		var ce *workspace.CloneError
+		if errors.As(err, &ce) {
+			if ce.Retriable {
+				return nil, &worker.TransientError{Err: err}
+			}
+			return nil, &worker.InputError{Err: err}
+		}
+		return nil, err
+	}
+	return ws, nil
+}
+
+func modelOpener(env *cliEnv) worker.ModelOpener {
+	return func(ctx context.Context, spec string) (agent.Model, string, func() error, error) {
+		m, name, closeFn, err := llm.Open(ctx, spec, llm.OpenConfig{Getenv: env.getenv})
+		var se *llm.SpecError
+		if errors.As(err, &se) {
+			return nil, "", nil, &worker.InputError{Err: err}
+		}
+		return m, name, closeFn, err
+	}
+}
+
+// checkModelSpec rejects a --model value that can never work before any
+// container starts.
+func checkModelSpec(ctx context.Context, spec string, env *cliEnv) error {
+	_, _, closeFn, err := llm.Open(ctx, spec, llm.OpenConfig{Getenv: env.getenv})
+	if closeFn != nil {
+		_ = closeFn()
+	}
+	return err
+}
+
+// exitCodeFor maps a setup error to an exit code.
+func exitCodeFor(err error) int {
+	switch sandbox.KindOf(err) {
+	case sandbox.ErrInvalid:
+		return exitBadInput
+	}
+	var ve *task.ValidationError
+	if errors.As(err, &ve) {
+		return exitBadInput
+	}
+	return exitInfra
+}
+
+func absPath(p string) (string, error) {
+	if strings.HasPrefix(p, "~/") {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		p = filepath.Join(home, p[2:])
+	}
+	return filepath.Abs(p)
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

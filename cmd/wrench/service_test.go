@@ -469,3 +469,85 @@ func TestWorkerJoinsServe(t *testing.T) {
 		t.Errorf("worker banner: %s", workerErr.String())
 	}
 }
+
+// TestServeGraceLetsRunningTasksFinish stops serve (as SIGTERM does) with a
+// task running: within --grace the task finishes and its result is kept,
+// on attempt 1, instead of being handed back.
+func TestServeGraceLetsRunningTasksFinish(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	release := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errOut := &syncBuffer{}
+	env := &cliEnv{stdin: strings.NewReader(""), stdout: io.Discard, stderr: errOut, getenv: func(string) string { return "" }}
+	f := serveFlags{httpAddr: ln.Addr().String(), maxBody: api.DefaultMaxBody,
+		service: serviceFlags{common: commonFlags{dataDir: dataDir, logLevel: "error"}, slots: 1, verify: "finish",
+			ackWait: time.Second, grace: time.Hour}}
+	done := make(chan int, 1)
+	go func() { done <- serve(ctx, env, f, fakeRunner(release), ln) }()
+	srv := &testServer{url: "http://" + ln.Addr().String()}
+	c := api.NewClient(srv.url, "")
+	for {
+		if _, err := c.List(ctx, queue.ListOptions{}); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, _, e := wrench(t, srv, "submit", "--repo", "/r", "--task", "block", "--id", "t-grace"); code != exitOK {
+		t.Fatalf("submit: %d %s", code, e)
+	}
+	_ = c.Events(ctx, "t-grace", 0, func(ev task.Event) error {
+		if ev.Kind == task.EventTurn {
+			return context.Canceled
+		}
+		return nil
+	})
+	cancel() // SIGTERM
+	// The API still answers while the dispatcher drains.
+	if st, err := c.Status(context.Background(), "t-grace"); err != nil || st.State != task.StateRunning {
+		t.Errorf("during the drain: %v %+v", err, st)
+	}
+	close(release)
+	if code := <-done; code != exitOK {
+		t.Fatalf("serve exit %d: %s", code, errOut.String())
+	}
+
+	srv2 := startServe(t, dataDir, "", fakeRunner(nil))
+	code, out, _ := wrench(t, srv2, "status", "--json", "t-grace")
+	var st task.Status
+	if code != exitOK || json.Unmarshal([]byte(out), &st) != nil || st.State != task.StateResolved || st.Attempt != 1 {
+		t.Errorf("after the drain: %d %s", code, out)
+	}
+}
+
+// TestFollowLiveRedraws draws the live line as a terminal would see it.
+func TestFollowLiveRedraws(t *testing.T) {
+	srv := startServe(t, t.TempDir(), "", fakeRunner(nil))
+	code, out, e := wrench(t, srv, "submit", "--repo", "/r", "--task", "resolve", "--wait")
+	if code != exitOK {
+		t.Fatalf("submit: %d %s", code, e)
+	}
+	c := api.NewClient(srv.url, "")
+	st, err := c.Status(context.Background(), strings.TrimSpace(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var term bytes.Buffer
+	if err := followLive(context.Background(), c, &term, st); err != nil {
+		t.Fatal(err)
+	}
+	draws := strings.Split(term.String(), "\r")
+	last := draws[len(draws)-1]
+	if len(draws) < 3 || !strings.HasSuffix(last, "\x1b[K\n") {
+		t.Fatalf("live output %q", term.String())
+	}
+	for _, want := range []string{"resolved", "turn 1", "bash", "1.2k tok", "$0.0021"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("final line %q lacks %q", last, want)
+		}
+	}
+}

@@ -2,11 +2,10 @@ package workspace
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -18,17 +17,15 @@ type genRepoSpec struct {
 	Bytes   int // approximate size of the checked-out tree
 }
 
-// generateRepo writes a non-bare repository at dir with `git fast-import`
-// (deterministic content) and packs it with `git gc`, like a repository a
-// user keeps on disk. It needs the git CLI.
+// generateRepo writes a repository at dir with `git fast-import`
+// (deterministic text-like content): the first commit adds every file,
+// each later one edits a few lines of ten files. It is then packed with
+// `git gc`, as a repository kept on disk usually is.
 func generateRepo(tb testing.TB, dir string, spec genRepoSpec) {
 	tb.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		tb.Skip("git CLI not found; it generates the benchmark repository")
-	}
+	requireGit(tb)
 	runGit(tb, "", "init", "-q", "-b", "main", dir)
-	cmd := exec.Command("git", "fast-import", "--quiet")
-	cmd.Dir = dir
+	cmd := gitCmd(dir, "fast-import", "--quiet")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -47,43 +44,47 @@ func generateRepo(tb testing.TB, dir string, spec genRepoSpec) {
 		}
 		words[i] = string(b)
 	}
-	avg := spec.Bytes / spec.Files
-	content := func() []byte {
-		n := avg/2 + rng.IntN(avg+1)
+	line := func() string {
 		var sb strings.Builder
-		for sb.Len() < n {
-			for k := 0; k < 8; k++ {
-				sb.WriteString(words[rng.IntN(len(words))])
-				sb.WriteByte(' ')
-			}
-			sb.WriteByte('\n')
+		for k := 0; k < 8; k++ {
+			sb.WriteString(words[rng.IntN(len(words))])
+			sb.WriteByte(' ')
 		}
-		return []byte(sb.String())
+		sb.WriteByte('\n')
+		return sb.String()
 	}
+	avg := spec.Bytes / spec.Files
 	paths := make([]string, spec.Files)
+	contents := make([][]string, spec.Files)
 	for i := range paths {
 		paths[i] = fmt.Sprintf("pkg%02d/sub%02d/file%04d.txt", i%50, (i/50)%10, i)
+		n := avg/2 + rng.IntN(avg+1)
+		for size := 0; size < n; {
+			l := line()
+			contents[i] = append(contents[i], l)
+			size += len(l)
+		}
 	}
-	when := int64(1700000000)
+	emit := func(i int) {
+		data := strings.Join(contents[i], "")
+		fmt.Fprintf(w, "M 100644 inline %s\ndata %d\n%s\n", paths[i], len(data), data)
+	}
 	for c := 0; c < spec.Commits; c++ {
-		fmt.Fprintf(w, "commit refs/heads/main\ncommitter Bench <bench@example.com> %d +0000\n", when+int64(c)*60)
+		fmt.Fprintf(w, "commit refs/heads/main\ncommitter Bench <bench@example.com> %d +0000\n", 1700000000+c*60)
 		msg := fmt.Sprintf("commit %d\n", c)
 		fmt.Fprintf(w, "data %d\n%s", len(msg), msg)
 		if c == 0 {
-			for _, p := range paths {
-				data := content()
-				fmt.Fprintf(w, "M 100644 inline %s\ndata %d\n", p, len(data))
-				w.Write(data)
-				w.WriteByte('\n')
+			for i := range paths {
+				emit(i)
 			}
 			continue
 		}
 		for k := 0; k < 10; k++ {
-			p := paths[rng.IntN(len(paths))]
-			data := content()
-			fmt.Fprintf(w, "M 100644 inline %s\ndata %d\n", p, len(data))
-			w.Write(data)
-			w.WriteByte('\n')
+			i := rng.IntN(len(paths))
+			for e := 0; e < 3; e++ {
+				contents[i][rng.IntN(len(contents[i]))] = line()
+			}
+			emit(i)
 		}
 	}
 	if err := w.Flush(); err != nil {
@@ -100,19 +101,12 @@ func generateRepo(tb testing.TB, dir string, spec genRepoSpec) {
 // runGit runs the git CLI in dir and returns its trimmed stdout.
 func runGit(tb testing.TB, dir string, args ...string) string {
 	tb.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	cmd := gitCmd(dir, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		tb.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr)
+		tb.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
 }
-
-var _ = filepath.Join

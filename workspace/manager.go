@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/wrenchworks/wrench/sandbox"
@@ -305,11 +305,16 @@ func (m *Manager) chownTree(root *os.Root, dir string, skip func(string) bool) e
 	})
 }
 
-// hardlinkSafe says whether files this process owns may be hard-linked
-// into a working tree: only when the sandbox runs as a different user, who
-// then cannot modify the shared (read-only) inode.
-func (m *Manager) hardlinkSafe() bool {
-	return m.cfg.Owner != nil && m.cfg.Owner.UID != os.Geteuid()
+// linkIntoWorkspace says whether a pack file may be shared by hard link
+// with a working tree's .git: only when the sandbox runs as a known user
+// who neither owns the inode nor may write to it (a read-only file owned
+// by someone else), so a task cannot corrupt the mirror or other tasks.
+// Otherwise packs are copied.
+func (m *Manager) linkIntoWorkspace(fi fs.FileInfo) bool {
+	perm := fi.Mode().Perm()
+	if m.cfg.Owner == nil || perm&0o222 != 0 || perm&0o004 == 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) != m.cfg.Owner.UID
 }
-
-var _ = strings.TrimSpace

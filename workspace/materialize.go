@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"sync"
@@ -16,7 +15,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-	"golang.org/x/sys/unix"
 )
 
 // fileSpec is one non-directory path of a checkout.
@@ -24,14 +22,16 @@ type fileSpec struct {
 	path string
 	mode filemode.FileMode
 	hash plumbing.Hash
-	// off and size locate the content in a checkout cache's blob file.
+	// part, off and size locate the content in a checkout cache's blob
+	// files.
+	part      int
 	off, size int64
 }
 
 // contentSource provides file contents for a checkout.
 type contentSource interface {
-	// copyTo writes the content of s to f.
-	copyTo(f *os.File, s fileSpec) error
+	// copyTo writes the content of s to the open file descriptor fd.
+	copyTo(fd int, s fileSpec) error
 	// read returns the content of s (for symlink targets).
 	read(s fileSpec) ([]byte, error)
 	// parallel says whether copyTo may be called concurrently.
@@ -41,7 +41,7 @@ type contentSource interface {
 // objectContent reads blobs from a repository.
 type objectContent struct{ st storer.EncodedObjectStorer }
 
-func (c objectContent) copyTo(f *os.File, s fileSpec) error {
+func (c objectContent) copyTo(fd int, s fileSpec) error {
 	o, err := c.st.EncodedObject(plumbing.BlobObject, s.hash)
 	if err != nil {
 		return fmt.Errorf("read blob %s: %w", s.hash, err)
@@ -51,57 +51,108 @@ func (c objectContent) copyTo(f *os.File, s fileSpec) error {
 		return err
 	}
 	defer r.Close()
-	_, err = io.Copy(f, r)
-	return err
+	buf := make([]byte, 64<<10)
+	for {
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			if err := writeAll(fd, buf[:n]); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
 }
 
 func (c objectContent) read(s fileSpec) ([]byte, error) { return readBlob(c.st, s.hash) }
 func (c objectContent) parallel() bool                  { return false }
 
-// blobFileContent copies ranges of a checkout cache's blob file, in the
-// kernel (copy_file_range) where the file system allows.
-type blobFileContent struct{ f *os.File }
+// blobFileContent copies ranges of a checkout cache's blob files (open
+// descriptors, indexed by part).
+type blobFileContent struct{ fds []int }
 
-func (c blobFileContent) copyTo(f *os.File, s fileSpec) error {
-	off, left := s.off, s.size
-	for left > 0 {
-		n, err := unix.CopyFileRange(int(c.f.Fd()), &off, int(f.Fd()), nil, int(left), 0)
+func (c blobFileContent) copyTo(fd int, s fileSpec) error {
+	return copyRange(c.fds[s.part], s.off, fd, s.size)
+}
+
+func (c blobFileContent) read(s fileSpec) ([]byte, error) {
+	buf := make([]byte, s.size)
+	if err := preadFull(c.fds[s.part], buf, s.off); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+func (c blobFileContent) parallel() bool { return true }
+
+// writeAll writes buf to fd, retrying short writes.
+func writeAll(fd int, buf []byte) error {
+	for len(buf) > 0 {
+		n, err := syscall.Write(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
 		if err != nil {
-			if errors.Is(err, syscall.EINTR) {
-				continue
-			}
-			// Not supported here: copy through user space.
-			_, err = io.Copy(f, io.NewSectionReader(c.f, off, left))
+			return err
+		}
+		buf = buf[n:]
+	}
+	return nil
+}
+
+// preadFull fills buf from fd at off.
+func preadFull(fd int, buf []byte, off int64) error {
+	for len(buf) > 0 {
+		n, err := syscall.Pread(fd, buf, off)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
 			return err
 		}
 		if n == 0 {
 			return io.ErrUnexpectedEOF
 		}
-		left -= int64(n)
+		buf, off = buf[n:], off+int64(n)
 	}
 	return nil
 }
 
-func (c blobFileContent) read(s fileSpec) ([]byte, error) {
-	buf := make([]byte, s.size)
-	_, err := c.f.ReadAt(buf, s.off)
-	return buf, err
+// copyRangeUser copies size bytes from src at off to dst through user space.
+func copyRangeUser(src int, off int64, dst int, size int64) error {
+	buf := make([]byte, min(size, 256<<10))
+	for size > 0 {
+		chunk := buf[:min(int64(len(buf)), size)]
+		if err := preadFull(src, chunk, off); err != nil {
+			return err
+		}
+		if err := writeAll(dst, chunk); err != nil {
+			return err
+		}
+		off += int64(len(chunk))
+		size -= int64(len(chunk))
+	}
+	return nil
 }
-
-func (c blobFileContent) parallel() bool { return true }
 
 // checkedOut is one written path: its index entry and stat.
 type checkedOut struct {
 	entry *index.Entry
-	info  fs.FileInfo
+	key   statKey
 }
 
 // materialize writes a checkout into the empty working tree at root:
-// directories (dirs, in order), then files. Every path is created fresh
-// (O_EXCL, no symlink followed) and given to the configured owner.
+// directories (dirs, in order), then files. Directories are opened through
+// the os.Root; each file is created in its directory's descriptor with
+// O_CREAT|O_EXCL|O_NOFOLLOW on a single path component, so nothing is
+// followed or overwritten, and is given to the configured owner.
 func (m *Manager) materialize(ctx context.Context, root *os.Root, dirs []string, files []fileSpec, src contentSource) ([]checkedOut, error) {
 	for _, d := range dirs {
-		if err := root.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := root.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 		if err := root.Chmod(d, 0o755); err != nil {
@@ -138,7 +189,7 @@ func (m *Manager) materialize(ctx context.Context, root *os.Root, dirs []string,
 }
 
 func (m *Manager) materializeRange(ctx context.Context, root *os.Root, files []fileSpec, out []checkedOut, src contentSource) error {
-	var dir *os.Root
+	var dir *os.File
 	curDir := "\x00"
 	defer func() {
 		if dir != nil {
@@ -161,73 +212,83 @@ func (m *Manager) materializeRange(ctx context.Context, root *os.Root, files []f
 				rel = "."
 			}
 			var err error
-			if dir, err = root.OpenRoot(rel); err != nil {
+			if dir, err = root.Open(rel); err != nil {
 				dir = nil
 				return fmt.Errorf("open %s: %w", rel, err)
 			}
 			curDir = d
 		}
-		fi, err := m.writeOne(dir, name, s, src)
-		if err != nil {
+		var st syscall.Stat_t
+		if err := m.writeOne(int(dir.Fd()), name, s, src, &st); err != nil {
 			return fmt.Errorf("check out %s: %w", s.path, err)
 		}
-		out[i] = checkedOut{entry: indexEntry(s, fi), info: fi}
+		out[i] = checkedOut{entry: indexEntry(s, &st), key: statKeyOfSys(&st)}
 	}
 	return nil
 }
 
-// writeOne creates one file, symlink or (for a submodule) nothing.
-func (m *Manager) writeOne(dir *os.Root, name string, s fileSpec, src contentSource) (fs.FileInfo, error) {
+// writeOne creates one file or symlink named name in the directory dirfd
+// (nothing for a submodule) and stats it into st.
+func (m *Manager) writeOne(dirfd int, name string, s fileSpec, src contentSource, st *syscall.Stat_t) error {
 	switch s.mode {
 	case filemode.Submodule:
-		return nil, nil
+		return nil
 	case filemode.Symlink:
 		target, err := src.read(s)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := dir.Symlink(string(target), name); err != nil {
-			return nil, err
+		if err := symlinkat(string(target), dirfd, name); err != nil {
+			return err
 		}
-		if err := m.lchown(dir, name); err != nil {
-			return nil, err
+		if m.cfg.Owner != nil {
+			if err := fchownat(dirfd, name, m.cfg.Owner.UID, m.cfg.Owner.GID); err != nil {
+				return err
+			}
 		}
-		return dir.Lstat(name)
+		return fstatat(dirfd, name, st)
 	}
-	p := perm(s.mode)
-	f, err := dir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, p)
+	p := uint32(perm(s.mode))
+	fd, err := openat(dirfd, name, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, p)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer f.Close()
-	if err := src.copyTo(f, s); err != nil {
-		return nil, err
+	defer syscall.Close(fd)
+	if err := src.copyTo(fd, s); err != nil {
+		return err
 	}
-	if err := f.Chmod(p); err != nil {
-		return nil, err
+	if m.cfg.Owner != nil {
+		if err := syscall.Fchown(fd, m.cfg.Owner.UID, m.cfg.Owner.GID); err != nil {
+			return err
+		}
 	}
-	if err := m.fchown(f); err != nil {
-		return nil, err
+	if err := syscall.Fstat(fd, st); err != nil {
+		return err
 	}
-	return f.Stat()
+	if st.Mode&0o7777 != p {
+		// The umask took bits away.
+		if err := syscall.Fchmod(fd, p); err != nil {
+			return err
+		}
+		return syscall.Fstat(fd, st)
+	}
+	return nil
 }
 
 // indexEntry is the index entry of a checked-out path, with its stat data
 // so git in the sandbox sees it as clean.
-func indexEntry(s fileSpec, fi fs.FileInfo) *index.Entry {
+func indexEntry(s fileSpec, st *syscall.Stat_t) *index.Entry {
 	e := &index.Entry{Name: s.path, Mode: s.mode, Hash: s.hash}
-	if fi == nil {
+	if s.mode == filemode.Submodule {
 		return e
 	}
-	e.ModifiedAt = fi.ModTime()
-	e.Size = uint32(fi.Size())
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		e.CreatedAt = time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
-		e.Dev = uint32(st.Dev)
-		e.Inode = uint32(st.Ino)
-		e.UID = st.Uid
-		e.GID = st.Gid
-	}
+	e.CreatedAt = time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
+	e.ModifiedAt = time.Unix(st.Mtim.Sec, st.Mtim.Nsec)
+	e.Dev = uint32(st.Dev)
+	e.Inode = uint32(st.Ino)
+	e.UID = st.Uid
+	e.GID = st.Gid
+	e.Size = uint32(st.Size)
 	return e
 }
 

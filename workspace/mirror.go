@@ -14,13 +14,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/wrenchworks/wrench/task"
 )
@@ -30,10 +30,10 @@ import (
 //
 //	<MirrorDir>/<host>/<path>-<hash>/lock         flock: one writer at a time
 //	                                 /repo.git/    the bare mirror
-//	                                 /checkouts/<tree>/{manifest,blobs}
+//	                                 /checkouts/<tree>/{manifest,blobs.N}
 //
-// A checkout is a tree's files concatenated into one blob file plus a
-// manifest (path, mode, hash, offset, size): copying ranges of one file is
+// A checkout is a tree's files concatenated into a few blob files plus a
+// manifest (path, mode, hash, file, offset, size): copying ranges is
 // much faster than decoding packed objects, and is what makes a second
 // workspace of the same commit cheap. Workspaces get the mirror's packs by
 // hard link (read-only files the sandbox user does not own) or by copy; no
@@ -141,14 +141,12 @@ func (mr *mirror) checkout(ctx context.Context, tree plumbing.Hash, keep int) (*
 	dir := filepath.Join(mr.dir, "checkouts", tree.String())
 	c, err := loadCheckout(dir)
 	if err != nil {
-		st := openStorage(mr.repo, 64<<20)
-		err = buildCheckout(ctx, st, tree, dir)
-		st.Close()
-		if err != nil {
+		if err := buildCheckout(ctx, mr.repo, tree, dir); err != nil {
 			return nil, err
 		}
-		if c, err = loadCheckout(dir); err != nil {
-			return nil, err
+		var lerr error
+		if c, lerr = loadCheckout(dir); lerr != nil {
+			return nil, lerr
 		}
 	}
 	now := time.Now()
@@ -195,72 +193,76 @@ type checkoutCache struct {
 	files []fileSpec
 }
 
-const manifestMagic = "wrench-checkout-1\n"
+const manifestMagic = "wrench-checkout-2\n"
+
+// cacheParts is how many blob files (and decoding goroutines, each with
+// its own go-git storage) a checkout is built with.
+const cacheParts = 4
+
+// blobLoc is where a blob's content is in a checkout's blob files.
+type blobLoc struct {
+	part      int
+	off, size int64
+}
 
 // buildCheckout writes tree's checkout to dir (through a temporary
-// directory, so a crash leaves no half-written checkout).
-func buildCheckout(ctx context.Context, st *filesystem.Storage, tree plumbing.Hash, dir string) error {
+// directory, so a crash leaves no half-written checkout): the blobs are
+// decoded by cacheParts goroutines into blobs.<part> files.
+func buildCheckout(ctx context.Context, repoDir string, tree plumbing.Hash, dir string) error {
+	st := openStorage(repoDir, 16<<20)
 	flat, err := flatten(st, tree)
+	st.Close()
 	if err != nil {
 		return err
+	}
+	paths := flat.sortedPaths()
+	var unique []plumbing.Hash
+	seen := map[plumbing.Hash]bool{}
+	for _, p := range paths {
+		e := flat[p]
+		if e.Mode != filemode.Dir && e.Mode != filemode.Submodule && !seen[e.Hash] {
+			seen[e.Hash] = true
+			unique = append(unique, e.Hash)
+		}
 	}
 	tmp := filepath.Join(filepath.Dir(dir), tmpName())
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	blobs, err := os.Create(filepath.Join(tmp, "blobs"))
-	if err != nil {
+	locs := make([]blobLoc, len(unique))
+	chunk := (len(unique) + cacheParts - 1) / cacheParts
+	errs := make([]error, cacheParts)
+	var wg sync.WaitGroup
+	for part := range cacheParts {
+		lo, hi := min(len(unique), part*chunk), min(len(unique), (part+1)*chunk)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[part] = decodeBlobs(ctx, repoDir, unique[lo:hi], locs[lo:hi], part, filepath.Join(tmp, fmt.Sprintf("blobs.%d", part)))
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	defer blobs.Close()
-	bw := bufio.NewWriterSize(blobs, 1<<20)
+	where := make(map[plumbing.Hash]blobLoc, len(unique))
+	for i, h := range unique {
+		where[h] = locs[i]
+	}
 	var man []byte
 	man = append(man, manifestMagic...)
 	man = binary.AppendUvarint(man, uint64(len(flat)))
-	offsets := map[plumbing.Hash][2]int64{}
-	var off int64
-	for i, p := range flat.sortedPaths() {
-		if i%64 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
+	for _, p := range paths {
 		e := flat[p]
-		loc := [2]int64{}
-		if e.Mode != filemode.Dir && e.Mode != filemode.Submodule {
-			var ok bool
-			if loc, ok = offsets[e.Hash]; !ok {
-				o, err := st.EncodedObject(plumbing.BlobObject, e.Hash)
-				if err != nil {
-					return fmt.Errorf("read blob %s: %w", e.Hash, err)
-				}
-				r, err := o.Reader()
-				if err != nil {
-					return err
-				}
-				n, err := io.Copy(bw, r)
-				r.Close()
-				if err != nil {
-					return err
-				}
-				loc = [2]int64{off, n}
-				offsets[e.Hash] = loc
-				off += n
-			}
-		}
+		loc := where[e.Hash]
 		man = binary.AppendUvarint(man, uint64(e.Mode))
 		man = append(man, e.Hash[:]...)
-		man = binary.AppendUvarint(man, uint64(loc[0]))
-		man = binary.AppendUvarint(man, uint64(loc[1]))
+		man = binary.AppendUvarint(man, uint64(loc.part))
+		man = binary.AppendUvarint(man, uint64(loc.off))
+		man = binary.AppendUvarint(man, uint64(loc.size))
 		man = binary.AppendUvarint(man, uint64(len(p)))
 		man = append(man, p...)
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	if err := blobs.Close(); err != nil {
-		return err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "manifest"), man, 0o600); err != nil {
 		return err
@@ -269,6 +271,46 @@ func buildCheckout(ctx context.Context, st *filesystem.Storage, tree plumbing.Ha
 		return err
 	}
 	return nil
+}
+
+// decodeBlobs appends the content of hashes to the file at path and
+// records where each went.
+func decodeBlobs(ctx context.Context, repoDir string, hashes []plumbing.Hash, locs []blobLoc, part int, path string) error {
+	st := openStorage(repoDir, 32<<20)
+	defer st.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	var off int64
+	for i, h := range hashes {
+		if i%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		o, err := st.EncodedObject(plumbing.BlobObject, h)
+		if err != nil {
+			return fmt.Errorf("read blob %s: %w", h, err)
+		}
+		r, err := o.Reader()
+		if err != nil {
+			return err
+		}
+		n, err := io.Copy(bw, r)
+		r.Close()
+		if err != nil {
+			return err
+		}
+		locs[i] = blobLoc{part: part, off: off, size: n}
+		off += n
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // loadCheckout reads a checkout's manifest.
@@ -303,10 +345,11 @@ func loadCheckout(dir string) (*checkoutCache, error) {
 		var h plumbing.Hash
 		copy(h[:], data[:20])
 		data = data[20:]
+		part, ok5 := next()
 		off, ok2 := next()
 		size, ok3 := next()
 		plen, ok4 := next()
-		if !ok2 || !ok3 || !ok4 || uint64(len(data)) < plen {
+		if !ok2 || !ok3 || !ok4 || !ok5 || part >= cacheParts || uint64(len(data)) < plen {
 			return nil, bad
 		}
 		p := string(data[:plen])
@@ -320,7 +363,7 @@ func loadCheckout(dir string) (*checkoutCache, error) {
 			c.dirs = append(c.dirs, p)
 			c.files = append(c.files, fileSpec{path: p, mode: fm, hash: h})
 		default:
-			c.files = append(c.files, fileSpec{path: p, mode: fm, hash: h, off: int64(off), size: int64(size)})
+			c.files = append(c.files, fileSpec{path: p, mode: fm, hash: h, part: int(part), off: int64(off), size: int64(size)})
 		}
 	}
 	return c, nil

@@ -80,6 +80,8 @@ func (m *Manager) Open(ctx context.Context, taskID string, repo task.Repo, auth 
 // .git, the checkout, the index, ownership and the base checkpoint.
 func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src source, repo task.Repo) error {
 	fail := func(op string, err error) error { return cloneErr(src, op, err) }
+	pt := newPhaseTimer()
+	defer func() { m.log.Debug("workspace clone phases", pt.attrs()...) }()
 	if err := initBare(w.stateDir); err != nil {
 		return fail("create workspace", err)
 	}
@@ -87,7 +89,7 @@ func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src sou
 		p     plan
 		c     *object.Commit
 		cache *checkoutCache
-		blobs *os.File
+		blobs []*os.File
 	)
 	if m.cfg.MirrorDir != "" {
 		mr, err := m.lockMirror(ctx, src)
@@ -101,6 +103,7 @@ func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src sou
 			return err
 		}
 		w.info.Mirror = state
+		pt.mark("sync")
 		if state == "created" {
 			m.mirrorMisses.Add(1)
 		} else {
@@ -110,19 +113,28 @@ func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src sou
 			if cache, err = mr.checkout(ctx, c.TreeHash, m.cfg.CheckoutCache); err != nil {
 				return fail("cache checkout", err)
 			}
-			if blobs, err = os.Open(filepath.Join(cache.dir, "blobs")); err != nil {
-				return fail("cache checkout", err)
+			// Opened before the lock is shared, so a concurrent eviction
+			// cannot take them away.
+			for part := range cacheParts {
+				f, err := os.Open(filepath.Join(cache.dir, fmt.Sprintf("blobs.%d", part)))
+				if err != nil {
+					return fail("cache checkout", err)
+				}
+				defer f.Close()
+				blobs = append(blobs, f)
 			}
-			defer blobs.Close()
+			pt.mark("cache")
 		}
-		if _, err := linkObjects(mr.repo, w.stateDir, true); err != nil {
+		if _, err := linkObjects(mr.repo, w.stateDir, anyFile); err != nil {
 			return fail("link objects", err)
 		}
+		pt.mark("link")
 		// Copying the working tree only reads the mirror: let other Opens
 		// of the same repository read it too.
 		if err := mr.lock.set(ctx, false); err != nil {
 			return fail("lock mirror", err)
 		}
+		pt.mark("relock")
 	} else {
 		w.info.Mirror = "disabled"
 		var err error
@@ -158,13 +170,14 @@ func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src sou
 	if err := writeWorkGitDir(gitDir, g); err != nil {
 		return fail("write .git", err)
 	}
-	linked, err := linkObjects(w.stateDir, gitDir, m.hardlinkSafe())
+	linked, err := linkObjects(w.stateDir, gitDir, m.linkIntoWorkspace)
 	if err != nil {
 		return fail("link objects", err)
 	}
 	if _, err := os.Stat(filepath.Join(gitDir, "shallow")); err == nil {
 		w.info.Shallow = true
 	}
+	pt.mark("gitdir")
 
 	root, err := os.OpenRoot(w.repoDir)
 	if err != nil {
@@ -177,7 +190,11 @@ func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src sou
 		content contentSource
 	)
 	if cache != nil {
-		w.baseFlat, dirs, files, content = cache.flat, cache.dirs, cache.files, blobFileContent{f: blobs}
+		fds := make([]int, len(blobs))
+		for i, f := range blobs {
+			fds[i] = int(f.Fd())
+		}
+		w.baseFlat, dirs, files, content = cache.flat, cache.dirs, cache.files, blobFileContent{fds: fds}
 		w.info.CheckoutCache = true
 	} else {
 		if w.baseFlat, err = flatten(w.st, c.TreeHash); err != nil {
@@ -186,22 +203,25 @@ func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src sou
 		dirs, files = checkoutPlan(w.baseFlat)
 		content = objectContent{st: w.st}
 	}
+	pt.mark("plan")
 	outs, err := m.materialize(ctx, root, dirs, files, content)
 	if err != nil {
 		return fail("checkout", err)
 	}
+	pt.mark("files")
 	w.info.Files = len(files)
 	entries := make([]*index.Entry, len(outs))
 	now := time.Now()
 	for i, o := range outs {
 		entries[i] = o.entry
 		if s := files[i]; s.mode == filemode.Regular || s.mode == filemode.Executable {
-			w.remember(s.path, o.info, s.hash, now)
+			w.remember(s.path, o.key, s.hash, now)
 		}
 	}
 	if err := writeIndex(gitDir, entries); err != nil {
 		return fail("checkout", err)
 	}
+	pt.mark("index")
 	isLinked := map[string]bool{}
 	for _, l := range linked {
 		isLinked[filepath.ToSlash(filepath.Join(".git", l))] = true
@@ -212,6 +232,7 @@ func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src sou
 	if err := m.lchown(root, "."); err != nil {
 		return fail("chown", err)
 	}
+	pt.mark("chown")
 	for _, e := range w.baseFlat {
 		w.ow.known[e.Hash] = struct{}{}
 	}
@@ -225,7 +246,32 @@ func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src sou
 	if err := w.st.SetReference(plumbing.NewHashReference("refs/wrench/base", c.Hash)); err != nil {
 		return fail("base checkpoint", err)
 	}
+	pt.mark("checkpoint")
 	return nil
+}
+
+// phaseTimer records how long each step of a clone took, for debug logs.
+type phaseTimer struct {
+	last  time.Time
+	names []string
+	took  []time.Duration
+}
+
+func newPhaseTimer() *phaseTimer { return &phaseTimer{last: time.Now()} }
+
+func (p *phaseTimer) mark(name string) {
+	now := time.Now()
+	p.names = append(p.names, name)
+	p.took = append(p.took, now.Sub(p.last))
+	p.last = now
+}
+
+func (p *phaseTimer) attrs() []any {
+	out := make([]any, 0, 2*len(p.names))
+	for i, n := range p.names {
+		out = append(out, n, p.took[i])
+	}
+	return out
 }
 
 // fetchDirect fetches into the state repository without a mirror: one

@@ -184,7 +184,7 @@ func (w *Workspace) restoreMode(root *os.Root, p string, te entry) error {
 	if err != nil {
 		return err
 	}
-	w.remember(p, fi, te.Hash, time.Now())
+	w.remember(p, statKeyOf(fi), te.Hash, time.Now())
 	return nil
 }
 
@@ -240,6 +240,6 @@ func (w *Workspace) restoreFile(root *os.Root, p string, te entry) error {
 	if err != nil {
 		return err
 	}
-	w.remember(p, fi, te.Hash, time.Now())
+	w.remember(p, statKeyOf(fi), te.Hash, time.Now())
 	return nil
 }

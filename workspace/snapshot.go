@@ -43,7 +43,7 @@ const streamThreshold = 8 << 20
 type statKey struct {
 	size, mtime, ctime int64
 	ino                uint64
-	mode               fs.FileMode
+	mode               uint32
 }
 
 type statEntry struct {
@@ -55,21 +55,19 @@ type statEntry struct {
 }
 
 func statKeyOf(fi fs.FileInfo) statKey {
-	k := statKey{size: fi.Size(), mtime: fi.ModTime().UnixNano(), mode: fi.Mode()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		k.ctime = st.Ctim.Nano()
-		k.ino = st.Ino
+		return statKeyOfSys(st)
 	}
-	return k
+	return statKey{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 }
 
-// remember caches the hash of the file at p, described by fi, taken at now.
-func (w *Workspace) remember(p string, fi fs.FileInfo, h plumbing.Hash, now time.Time) {
-	w.stat[p] = statEntry{
-		key:     statKeyOf(fi),
-		hash:    h,
-		trusted: fi.ModTime().Before(now.Add(-racyWindow)),
-	}
+func statKeyOfSys(st *syscall.Stat_t) statKey {
+	return statKey{size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: st.Ino, mode: st.Mode}
+}
+
+// remember caches the hash of the file at p, whose stat is k, taken at now.
+func (w *Workspace) remember(p string, k statKey, h plumbing.Hash, now time.Time) {
+	w.stat[p] = statEntry{key: k, hash: h, trusted: k.mtime < now.Add(-racyWindow).UnixNano()}
 }
 
 // snapshot is one recorded state of the working tree.
@@ -210,7 +208,7 @@ func (w *Workspace) fileBlob(dir *os.Root, name, p string, fi fs.FileInfo) (plum
 		if err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("read %s: %w", p, err)
 		}
-		w.remember(p, fi2, h, time.Now())
+		w.remember(p, statKeyOf(fi2), h, time.Now())
 		return h, nil
 	}
 }

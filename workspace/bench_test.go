@@ -1,0 +1,113 @@
+package workspace
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/wrenchworks/wrench/task"
+)
+
+// benchRepo is the generated benchmark repository, made once per process
+// (it takes a while) and removed by TestMain.
+var benchRepo struct {
+	once sync.Once
+	dir  string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchRepo.dir != "" {
+		os.RemoveAll(filepath.Dir(benchRepo.dir))
+	}
+	os.Exit(code)
+}
+
+// benchSpec: about 5,000 files, 500 commits and a 50 MB tree.
+var benchSpec = genRepoSpec{Files: 5000, Commits: 500, Bytes: 50 << 20}
+
+func benchRepository(b *testing.B) string {
+	benchRepo.once.Do(func() {
+		tmp, err := os.MkdirTemp("", "wrench-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchRepo.dir = filepath.Join(tmp, "repo")
+		generateRepo(b, benchRepo.dir, benchSpec)
+	})
+	if benchRepo.dir == "" {
+		b.Fatal("benchmark repository not generated")
+	}
+	return benchRepo.dir
+}
+
+// BenchmarkClone compares cloning the generated repository with the git
+// CLI against Open with an empty mirror directory (first), Open from a
+// warm mirror (mirror; the target is 300 ms) and Open without mirrors
+// (direct). Workspaces are given to uid 1000 when running as root, as in
+// production.
+func BenchmarkClone(b *testing.B) {
+	requireGit(b)
+	repo := benchRepository(b)
+	var owner *Owner
+	if os.Geteuid() == 0 {
+		owner = &Owner{UID: 1000, GID: 1000}
+	}
+	newManager := func(b *testing.B, base string, mirror bool) *Manager {
+		cfg := Config{Root: filepath.Join(base, "ws"), Deployment: "bench", Owner: owner}
+		if mirror {
+			cfg.MirrorDir = filepath.Join(base, "mirrors")
+		}
+		m, err := NewManager(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	open := func(b *testing.B, m *Manager) {
+		w, err := m.Open(b.Context(), "bench", task.Repo{URL: repo}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	for _, cli := range []struct{ name, url string }{{"git_cli", repo}, {"git_cli_file_url", "file://" + repo}} {
+		b.Run(cli.name, func(b *testing.B) {
+			base := b.TempDir()
+			for i := 0; b.Loop(); i++ {
+				dst := filepath.Join(base, fmt.Sprint(i))
+				runGit(b, "", "clone", "-q", cli.url, dst)
+				b.StopTimer()
+				os.RemoveAll(dst)
+				b.StartTimer()
+			}
+		})
+	}
+	b.Run("first", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			m := newManager(b, filepath.Join(b.TempDir(), fmt.Sprint(i)), true)
+			b.StartTimer()
+			open(b, m)
+		}
+	})
+	b.Run("mirror", func(b *testing.B) {
+		m := newManager(b, b.TempDir(), true)
+		open(b, m) // warm the mirror
+		for b.Loop() {
+			open(b, m)
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		m := newManager(b, b.TempDir(), false)
+		for b.Loop() {
+			open(b, m)
+		}
+	})
+}

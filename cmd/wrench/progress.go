@@ -29,7 +29,7 @@ func progressPrinter(w io.Writer) func(task.Event) {
 func progressLine(ev task.Event) string {
 	switch ev.Kind {
 	case task.EventPhase:
-		return "· " + ev.Phase + strings.TrimRight(ev.Text, " ")
+		return strings.TrimRight("· "+ev.Phase+" "+strings.TrimSpace(ev.Text), " ")
 	case task.EventTurn:
 		return fmt.Sprintf("turn %d", ev.Turn)
 	case task.EventToolCall:

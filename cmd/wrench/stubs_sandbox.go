@@ -1,7 +1,3 @@
 package main
 
 // Placeholders for the sandbox commands; the sandbox work replaces this file.
-
-var (
-	cmdDoctor = notYet("doctor")
-)

@@ -70,13 +70,13 @@ type Options struct {
 
 // Status describes the image a tag names.
 type Status struct {
-	Tag string
+	Tag string `json:"tag"`
 	// Present is whether the tag exists in the engine.
-	Present bool
+	Present bool `json:"present"`
 	// Current is whether it was built from this package's recipe.
-	Current bool
-	ID      string
-	Size    int64
+	Current bool   `json:"current"`
+	ID      string `json:"id,omitempty"`
+	Size    int64  `json:"size,omitempty"`
 }
 
 // Build builds the sandbox image and tags it, unless an image with the same
@@ -167,10 +167,14 @@ func Inspect(ctx context.Context, eng Inspector, tag string) (Status, error) {
 	st.ID = resp.ID
 	st.Size = resp.Size
 	if resp.Config != nil {
-		st.Current = resp.Config.Labels[LabelRecipe] == defaultRecipe("").hash()
+		st.Current = resp.Config.Labels[LabelRecipe] == RecipeHash()
 	}
 	return st, nil
 }
+
+// RecipeHash is the hash of the recipe Build uses, the value of
+// [LabelRecipe] on an image it builds.
+func RecipeHash() string { return defaultRecipe("").hash() }
 
 func newClient() (*client.Client, error) {
 	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())

@@ -1,0 +1,230 @@
+// Package doctor checks what a Docker engine supports against what
+// Wrench's sandboxes need, and says what to fix.
+//
+// [Check] asks the engine for its version and info and looks up the
+// sandbox image. It never fails: everything it finds, including an
+// unreachable engine, lands in the [Report], whose Problems are what makes
+// the configuration unusable (each with a fix) and whose Warnings weaken
+// the sandbox without stopping it.
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/client"
+
+	"github.com/wrenchworks/wrench/sandbox/image"
+)
+
+// MinAPIVersion is the oldest engine API Wrench supports (Docker 20.10).
+const MinAPIVersion = "1.41"
+
+// Engine is the part of the Docker client doctor uses.
+type Engine interface {
+	ServerVersion(ctx context.Context) (types.Version, error)
+	Info(ctx context.Context) (system.Info, error)
+	// ClientVersion is the API version the client speaks, after
+	// negotiation with the engine.
+	ClientVersion() string
+	image.Inspector
+}
+
+var _ Engine = (*client.Client)(nil)
+
+// Options say what the configuration needs.
+type Options struct {
+	// Image is the sandbox image tasks use; empty means image.DefaultTag.
+	Image string
+	// Runtime is the OCI runtime sandboxes use (e.g. "runsc"); empty
+	// means the engine's default.
+	Runtime string
+}
+
+// Finding is one problem or warning.
+type Finding struct {
+	// Check names what was checked: engine, api, limits, runtime, image,
+	// security.
+	Check   string `json:"check"`
+	Message string `json:"message"`
+	// Fix says what to do about it, when something can be done.
+	Fix string `json:"fix,omitempty"`
+}
+
+// Report is what Check found.
+type Report struct {
+	Reachable bool `json:"reachable"`
+
+	EngineVersion string `json:"engine_version,omitempty"`
+	// APIVersion and MinAPIVersion are the engine's; NegotiatedAPIVersion
+	// is what this client speaks to it.
+	APIVersion           string `json:"api_version,omitempty"`
+	MinAPIVersion        string `json:"min_api_version,omitempty"`
+	NegotiatedAPIVersion string `json:"negotiated_api_version,omitempty"`
+	OS                   string `json:"os,omitempty"`
+	Kernel               string `json:"kernel,omitempty"`
+	NCPU                 int    `json:"ncpu,omitempty"`
+	MemTotal             int64  `json:"mem_total,omitempty"`
+
+	CgroupVersion string `json:"cgroup_version,omitempty"`
+	CgroupDriver  string `json:"cgroup_driver,omitempty"`
+	// Whether the engine enforces each kind of limit.
+	MemoryLimit bool `json:"memory_limit"`
+	SwapLimit   bool `json:"swap_limit"`
+	PidsLimit   bool `json:"pids_limit"`
+	CPUQuota    bool `json:"cpu_quota"`
+
+	Runtimes       []string `json:"runtimes,omitempty"`
+	DefaultRuntime string   `json:"default_runtime,omitempty"`
+	// Runtime is the runtime the configuration asks for ("" = default).
+	Runtime string `json:"runtime,omitempty"`
+	Runsc   bool   `json:"runsc"`
+
+	Rootless        bool     `json:"rootless"`
+	Seccomp         bool     `json:"seccomp"`
+	AppArmor        bool     `json:"apparmor"`
+	SELinux         bool     `json:"selinux"`
+	UserNS          bool     `json:"userns"`
+	SecurityOptions []string `json:"security_options,omitempty"`
+
+	Image image.Status `json:"image"`
+
+	Problems []Finding `json:"problems"`
+	Warnings []Finding `json:"warnings"`
+}
+
+// OK reports whether nothing the configuration needs is missing.
+func (r *Report) OK() bool { return len(r.Problems) == 0 }
+
+func (r *Report) problem(check, fix, format string, args ...any) {
+	r.Problems = append(r.Problems, Finding{Check: check, Message: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+func (r *Report) warn(check, fix, format string, args ...any) {
+	r.Warnings = append(r.Warnings, Finding{Check: check, Message: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+// Check asks eng what it supports and compares it with opts.
+func Check(ctx context.Context, eng Engine, opts Options) Report {
+	if opts.Image == "" {
+		opts.Image = image.DefaultTag
+	}
+	r := Report{Runtime: opts.Runtime, Image: image.Status{Tag: opts.Image}, Problems: []Finding{}, Warnings: []Finding{}}
+	v, err := eng.ServerVersion(ctx)
+	if err != nil {
+		r.problem("engine", "start the Docker engine, or point DOCKER_HOST at one",
+			"docker engine unreachable: %v", err)
+		return r
+	}
+	r.Reachable = true
+	r.EngineVersion, r.APIVersion, r.MinAPIVersion = v.Version, v.APIVersion, v.MinAPIVersion
+	r.NegotiatedAPIVersion = eng.ClientVersion()
+	if v.APIVersion != "" && versionLess(v.APIVersion, MinAPIVersion) {
+		r.problem("api", "upgrade the Docker engine to 20.10 or later",
+			"engine API %s is older than %s (Docker 20.10)", v.APIVersion, MinAPIVersion)
+	}
+
+	info, err := eng.Info(ctx)
+	if err != nil {
+		r.problem("engine", "check the engine's logs", "docker info failed: %v", err)
+	} else {
+		r.checkInfo(info, opts)
+	}
+
+	st, err := image.Inspect(ctx, eng, opts.Image)
+	r.Image = st
+	switch {
+	case err != nil:
+		r.problem("image", "", "look up image %s: %v", opts.Image, err)
+	case !st.Present && opts.Image == image.DefaultTag:
+		r.problem("image", "run `wrench image build`", "sandbox image %s not found", opts.Image)
+	case !st.Present:
+		r.problem("image", "build or `docker load` it on this host (there is no registry to pull from), or use `wrench image build` for the default image",
+			"sandbox image %s not found", opts.Image)
+	case !st.Current && opts.Image == image.DefaultTag:
+		r.warn("image", "run `wrench image build`", "sandbox image %s was built from an older recipe", opts.Image)
+	}
+	return r
+}
+
+func (r *Report) checkInfo(info system.Info, opts Options) {
+	r.OS, r.Kernel, r.NCPU, r.MemTotal = info.OperatingSystem, info.KernelVersion, info.NCPU, info.MemTotal
+	r.CgroupVersion, r.CgroupDriver = info.CgroupVersion, info.CgroupDriver
+	r.MemoryLimit, r.SwapLimit, r.PidsLimit, r.CPUQuota = info.MemoryLimit, info.SwapLimit, info.PidsLimit, info.CPUCfsQuota
+	cgroupFix := "enable the cgroup controller (cgroup v2, or the matching cgroup_enable= kernel parameter on v1)"
+	if !info.MemoryLimit {
+		r.problem("limits", cgroupFix, "memory limits are not enforced by this engine")
+	}
+	if !info.PidsLimit {
+		r.problem("limits", cgroupFix, "pids limits are not enforced by this engine (a fork bomb would reach the host)")
+	}
+	if !info.CPUCfsQuota {
+		r.warn("limits", cgroupFix, "CPU limits are not enforced by this engine")
+	}
+	if info.MemoryLimit && !info.SwapLimit {
+		r.warn("limits", "enable swap accounting (swapaccount=1 on cgroup v1)", "swap is not limited: a sandbox at its memory limit may swap instead of being stopped")
+	}
+
+	for name := range info.Runtimes {
+		r.Runtimes = append(r.Runtimes, name)
+	}
+	sort.Strings(r.Runtimes)
+	r.DefaultRuntime = info.DefaultRuntime
+	r.Runsc = slices.Contains(r.Runtimes, "runsc")
+	if opts.Runtime != "" && !slices.Contains(r.Runtimes, opts.Runtime) {
+		fix := `register it under "runtimes" in /etc/docker/daemon.json and restart dockerd`
+		if opts.Runtime == "runsc" {
+			fix = "install gVisor (https://gvisor.dev/docs/user_guide/install/), run `runsc install`, and restart dockerd"
+		}
+		r.problem("runtime", fix, "runtime %q is not installed in the engine (installed: %s)", opts.Runtime, strings.Join(r.Runtimes, ", "))
+	}
+
+	r.SecurityOptions = info.SecurityOptions
+	for _, o := range info.SecurityOptions {
+		name := o
+		for _, kv := range strings.Split(o, ",") {
+			if n, ok := strings.CutPrefix(kv, "name="); ok {
+				name = n
+			}
+		}
+		switch name {
+		case "rootless":
+			r.Rootless = true
+		case "seccomp":
+			r.Seccomp = true
+		case "apparmor":
+			r.AppArmor = true
+		case "selinux":
+			r.SELinux = true
+		case "userns":
+			r.UserNS = true
+		}
+	}
+	if !r.Seccomp {
+		r.warn("security", "use an engine built with seccomp support", "no seccomp profile: sandboxes get the full system call surface")
+	}
+}
+
+// versionLess compares dotted numeric versions ("1.9" < "1.41").
+func versionLess(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < max(len(as), len(bs)); i++ {
+		var x, y int
+		if i < len(as) {
+			x, _ = strconv.Atoi(as[i])
+		}
+		if i < len(bs) {
+			y, _ = strconv.Atoi(bs[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}

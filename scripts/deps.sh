@@ -6,6 +6,8 @@ command -v nats-server >/dev/null || need+=(nats-server)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v git >/dev/null || need+=(git)
+# A static busybox is the tiny test image of the sandbox tests.
+dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
   echo "missing: ${need[*]} — install them with your package manager (Debian: apt-get install ${need[*]})" >&2

@@ -10,8 +10,10 @@ command -v git >/dev/null || need+=(git)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-  echo "missing: ${need[*]} — install them with your package manager (Debian: apt-get install ${need[*]})" >&2
-  exit 1
+  echo "missing: ${need[*]} — install them with your package manager (Debian: apt-get install ${need[*]}); tests that need them skip with a note" >&2
+  # Under CI nothing may skip, so a missing tool is an error there.
+  [ "${CI:-}" = true ] && exit 1
+  exit 0
 fi
 echo "installing ${need[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive

@@ -2,6 +2,8 @@ package telemetry
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -263,15 +265,34 @@ func TestSetupTracing(t *testing.T) {
 		t.Errorf("service.name = %v", v)
 	}
 
-	// An endpoint builds the OTLP exporter (nothing is sent until a flush).
-	tp, shutdown, err = SetupTracing(ctx, TracingConfig{Endpoint: "http://127.0.0.1:1/"})
+	for base, want := range map[string]string{
+		"http://c:4318": "http://c:4318/v1/traces", "http://c:4318/": "http://c:4318/v1/traces",
+		"https://c/otlp/": "https://c/otlp/v1/traces",
+	} {
+		if got, err := tracesURL(base); err != nil || got != want {
+			t.Errorf("tracesURL(%q) = %q, %v; want %q", base, got, err, want)
+		}
+	}
+	if _, err := tracesURL("collector:4318"); err == nil {
+		t.Error("a URL without a scheme was accepted")
+	}
+
+	// An endpoint exports over OTLP/HTTP to its /v1/traces.
+	paths := make(chan string, 4)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths <- r.Method + " " + r.URL.Path + " " + r.Header.Get("Content-Type")
+	}))
+	defer collector.Close()
+	tp, shutdown, err = SetupTracing(ctx, TracingConfig{Endpoint: collector.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := tp.(*sdktrace.TracerProvider); !ok {
-		t.Errorf("endpoint set but provider is %T", tp)
+	_, span = tp.Tracer("x").Start(ctx, "s")
+	span.End()
+	if err := shutdown(ctx); err != nil {
+		t.Fatal(err)
 	}
-	sctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	_ = shutdown(sctx)
+	if got := <-paths; got != "POST /v1/traces application/x-protobuf" {
+		t.Errorf("collector got %q", got)
+	}
 }

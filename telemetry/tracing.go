@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -18,10 +19,11 @@ import (
 
 // TracingConfig configures [SetupTracing].
 type TracingConfig struct {
-	// Endpoint is the OTLP/HTTP endpoint URL (e.g. http://collector:4318).
-	// Empty falls back to the standard OTEL_EXPORTER_OTLP_ENDPOINT and
-	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variables; when none is set,
-	// tracing is off and a no-op provider is returned.
+	// Endpoint is the OTLP/HTTP base URL (e.g. http://collector:4318);
+	// spans go to its /v1/traces, as with OTEL_EXPORTER_OTLP_ENDPOINT.
+	// Empty falls back to the standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+	// (used as is) and OTEL_EXPORTER_OTLP_ENDPOINT variables; when none is
+	// set, tracing is off and a no-op provider is returned.
 	Endpoint string
 	// ServiceName is the service.name resource attribute (default "wrench").
 	ServiceName string
@@ -54,13 +56,10 @@ func SetupTracing(ctx context.Context, cfg TracingConfig) (trace.TracerProvider,
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	endpoint := cfg.Endpoint
-	if endpoint == "" {
-		endpoint = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-	}
-	envEndpoint := endpoint == "" && getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
+	configured := cfg.Endpoint != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" ||
+		getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
 	disabled := strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") || getenv("OTEL_TRACES_EXPORTER") == "none"
-	if cfg.Exporter == nil && (disabled || (endpoint == "" && !envEndpoint)) {
+	if cfg.Exporter == nil && (disabled || !configured) {
 		var tp trace.TracerProvider = noop.NewTracerProvider()
 		if cfg.SetGlobal {
 			otel.SetTracerProvider(tp)
@@ -70,11 +69,15 @@ func SetupTracing(ctx context.Context, cfg TracingConfig) (trace.TracerProvider,
 	}
 	exp := cfg.Exporter
 	if exp == nil {
+		// Without an explicit endpoint the exporter reads the
+		// OTEL_EXPORTER_OTLP_* variables itself.
 		var opts []otlptracehttp.Option
-		if endpoint != "" {
-			// The exporter reads OTEL_EXPORTER_OTLP_ENDPOINT itself; an
-			// explicit endpoint overrides it.
-			opts = append(opts, otlptracehttp.WithEndpointURL(endpoint))
+		if cfg.Endpoint != "" {
+			u, err := tracesURL(cfg.Endpoint)
+			if err != nil {
+				return nil, nil, err
+			}
+			opts = append(opts, otlptracehttp.WithEndpointURL(u))
 		}
 		var err error
 		exp, err = otlptracehttp.New(ctx, opts...)
@@ -100,4 +103,14 @@ func SetupTracing(ctx context.Context, cfg TracingConfig) (trace.TracerProvider,
 		otel.SetTextMapPropagator(Propagator())
 	}
 	return tp, tp.Shutdown, nil
+}
+
+// tracesURL turns an OTLP/HTTP base URL into its traces endpoint.
+func tracesURL(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return "", fmt.Errorf("otlp endpoint %q: want a URL like http://collector:4318", base)
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + "/v1/traces"
+	return u.String(), nil
 }

@@ -117,8 +117,11 @@ func waitFinal(ctx context.Context, env *cliEnv, cmd string, cf clientFlags, st 
 		default:
 			err = c.Events(ctx, st.TaskID, 0, func(task.Event) error { return nil })
 		}
-		if err != nil && ctx.Err() == nil && !errors.Is(err, api.ErrNotFound) && !errors.Is(err, api.ErrUnauthorized) {
-			// The stream is unavailable (a proxy that buffers, say): poll.
+		if err == nil || (ctx.Err() == nil && !errors.Is(err, api.ErrNotFound) && !errors.Is(err, api.ErrUnauthorized)) {
+			// The stream ends at the first result event, which the runner
+			// may send a moment before the final state is stored; and if
+			// the stream is unavailable (a proxy that buffers, say),
+			// polling is all there is.
 			err = pollFinal(ctx, c, st.TaskID)
 		}
 		if ctx.Err() != nil {
@@ -176,9 +179,10 @@ func followLive(ctx context.Context, c *api.Client, w io.Writer, st task.Status)
 	}
 }
 
-// pollFinal polls the task's status until it is final.
+// pollFinal polls the task's status until it is final (at once when it
+// already is).
 func pollFinal(ctx context.Context, c *api.Client, id string) error {
-	tick := time.NewTicker(2 * time.Second)
+	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		st, err := c.Status(ctx, id)

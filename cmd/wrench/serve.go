@@ -167,7 +167,7 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 	}
 	defer tel.shutdown()
 
-	emb, err := queue.StartEmbedded(ctx, queue.EmbeddedConfig{DataDir: dataDir, Listen: f.natsListen, Logger: log.With("component", "nats")})
+	emb, err := queue.StartEmbedded(ctx, queue.EmbeddedConfig{DataDir: dataDir, Listen: f.natsListen, Logger: log})
 	if err != nil {
 		return fail(err)
 	}

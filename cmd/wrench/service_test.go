@@ -60,6 +60,9 @@ func fakeRunner(release <-chan struct{}) dispatcher.Runner {
 			}
 		}
 		onEvent(task.Event{Kind: task.EventPhase, Phase: "agent", Text: " end"})
+		// Like the real worker, announce the result before the dispatcher
+		// stores it: followers must not take the event for the final state.
+		onEvent(task.Event{Kind: task.EventResult, State: res.Status, Result: &res})
 		return task.Report{Result: res}
 	})
 }

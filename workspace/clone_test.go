@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -102,4 +103,62 @@ func runGitOK(t testing.TB, dir string, args ...string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
+}
+
+func TestGitlinksAndTrackedIgnoredFiles(t *testing.T) {
+	fx := newFixture(t)
+	// A submodule entry (gitlink) and a file tracked under an ignored
+	// directory.
+	writeFile(t, fx.dir, "build/tracked.txt", "tracked despite build/ being ignored\n", 0o644)
+	runGit(t, fx.dir, "add", "-f", "build/tracked.txt")
+	runGit(t, fx.dir, "update-index", "--add", "--cacheinfo", "160000,"+fx.first+",vendor/sub")
+	runGit(t, fx.dir, "commit", "-q", "-m", "gitlink")
+	for _, mirror := range []bool{false, true} {
+		m, _ := testManager(t, mirror, nil)
+		w, err := m.Open(ctxT(t), "t", task.Repo{URL: fx.dir}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Stat(filepath.Join(w.Dir(), "vendor/sub")); err != nil || !fi.IsDir() {
+			t.Errorf("submodule directory: %v", err)
+		}
+		if st := runGit(t, w.Dir(), "status", "--porcelain"); st != "" {
+			t.Errorf("git status:\n%s", st)
+		}
+		writeFile(t, w.Dir(), "build/tracked.txt", "edited\n", 0o644)
+		writeFile(t, w.Dir(), "build/untracked.o", "ignored\n", 0o644)
+		writeFile(t, w.Dir(), "vendor/sub/inside.txt", "submodule content is not ours\n", 0o644)
+		changed, err := w.Changed(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(changed, ","); got != "build/tracked.txt" {
+			t.Errorf("Changed = %s, want build/tracked.txt only", got)
+		}
+		if err := w.Rollback(ctxT(t), w.BaseCheckpoint()); err != nil {
+			t.Fatal(err)
+		}
+		if data, _ := os.ReadFile(filepath.Join(w.Dir(), "build/tracked.txt")); !strings.Contains(string(data), "tracked despite") {
+			t.Errorf("tracked file under an ignored directory not restored: %q", data)
+		}
+		if _, err := os.Stat(filepath.Join(w.Dir(), "build/untracked.o")); err != nil {
+			t.Errorf("ignored file removed: %v", err)
+		}
+		w.Close()
+	}
+}
+
+func TestOpenCancelled(t *testing.T) {
+	fx := newFixture(t)
+	m, _ := testManager(t, true, nil)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	_, err := m.Open(ctx, "t", task.Repo{URL: fx.dir}, nil)
+	var ce *CloneError
+	if !errors.As(err, &ce) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want a CloneError wrapping context.Canceled", err)
+	}
+	if des, _ := os.ReadDir(m.cfg.Root); len(des) != 0 {
+		t.Errorf("cancelled Open left %d entries", len(des))
+	}
 }

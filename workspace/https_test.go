@@ -109,8 +109,8 @@ func TestHTTPS(t *testing.T) {
 			if w.BaseCommit() != tt.wantCommit {
 				t.Errorf("BaseCommit = %s, want %s", w.BaseCommit(), tt.wantCommit)
 			}
-			if w.Info().Shallow != tt.wantShallow {
-				t.Errorf("Shallow = %v, want %v", w.Info().Shallow, tt.wantShallow)
+			if w.CloneInfo().Shallow != tt.wantShallow {
+				t.Errorf("Shallow = %v, want %v", w.CloneInfo().Shallow, tt.wantShallow)
 			}
 			if st := runGit(t, w.Dir(), "status", "--porcelain"); st != "" {
 				t.Errorf("git status:\n%s", st)
@@ -146,8 +146,8 @@ func TestHTTPSExactCommitFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if w.BaseCommit() != fx.first || !w.Info().Shallow {
-		t.Errorf("commit %s shallow %v: want %s fetched one deep", w.BaseCommit(), w.Info().Shallow, fx.first)
+	if w.BaseCommit() != fx.first || !w.CloneInfo().Shallow {
+		t.Errorf("commit %s shallow %v: want %s fetched one deep", w.BaseCommit(), w.CloneInfo().Shallow, fx.first)
 	}
 	if n := runGit(t, w.Dir(), "rev-list", "--count", "HEAD"); n != "1" {
 		t.Errorf("history has %s commits, want 1", n)
@@ -227,8 +227,8 @@ func TestHTTPSMirrorReuse(t *testing.T) {
 	w1 := open(task.Repo{URL: url})
 	packs := srv.packs.Load()
 	w2 := open(task.Repo{URL: url})
-	if w1.Info().Mirror != "created" || w2.Info().Mirror != "reused" || !w2.Info().CheckoutCache {
-		t.Errorf("first %+v, second %+v", w1.Info(), w2.Info())
+	if w1.CloneInfo().Mirror != "created" || w2.CloneInfo().Mirror != "reused" || !w2.CloneInfo().CheckoutCache {
+		t.Errorf("first %+v, second %+v", w1.CloneInfo(), w2.CloneInfo())
 	}
 	if srv.packs.Load() != packs {
 		t.Error("the second Open transferred objects again")
@@ -243,8 +243,8 @@ func TestHTTPSMirrorReuse(t *testing.T) {
 	runGit(t, fx.dir, "commit", "-q", "-m", "later")
 	runGit(t, fx.dir, "push", "-q", filepath.Join(srv.root, "r.git"), "main")
 	w3 := open(task.Repo{URL: url})
-	if w3.Info().Mirror != "updated" || w3.BaseCommit() != runGit(t, fx.dir, "rev-parse", "HEAD") {
-		t.Errorf("after a push: %+v at %s", w3.Info(), w3.BaseCommit())
+	if w3.CloneInfo().Mirror != "updated" || w3.BaseCommit() != runGit(t, fx.dir, "rev-parse", "HEAD") {
+		t.Errorf("after a push: %+v at %s", w3.CloneInfo(), w3.BaseCommit())
 	}
 	if s := m.Stats(); s.MirrorHits != 2 || s.MirrorMisses != 1 {
 		t.Errorf("stats %+v", s)

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/wrenchworks/wrench/sandbox"
@@ -315,6 +314,6 @@ func (m *Manager) linkIntoWorkspace(fi fs.FileInfo) bool {
 	if m.cfg.Owner == nil || perm&0o222 != 0 || perm&0o004 == 0 {
 		return false
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) != m.cfg.Owner.UID
+	st, ok := sysStat(fi)
+	return ok && int(st.uid) != m.cfg.Owner.UID
 }

@@ -218,77 +218,78 @@ func (m *Manager) materializeRange(ctx context.Context, root *os.Root, files []f
 			}
 			curDir = d
 		}
-		var st syscall.Stat_t
-		if err := m.writeOne(int(dir.Fd()), name, s, src, &st); err != nil {
+		st, err := m.writeOne(int(dir.Fd()), name, s, src)
+		if err != nil {
 			return fmt.Errorf("check out %s: %w", s.path, err)
 		}
-		out[i] = checkedOut{entry: indexEntry(s, &st), key: statKeyOfSys(&st)}
+		out[i] = checkedOut{entry: indexEntry(s, st), key: statKeyOfStat(st)}
 	}
 	return nil
 }
 
 // writeOne creates one file or symlink named name in the directory dirfd
-// (nothing for a submodule) and stats it into st.
-func (m *Manager) writeOne(dirfd int, name string, s fileSpec, src contentSource, st *syscall.Stat_t) error {
+// (nothing for a submodule) and returns its stat.
+func (m *Manager) writeOne(dirfd int, name string, s fileSpec, src contentSource) (fileStat, error) {
 	switch s.mode {
 	case filemode.Submodule:
-		return nil
+		return fileStat{}, nil
 	case filemode.Symlink:
 		target, err := src.read(s)
 		if err != nil {
-			return err
+			return fileStat{}, err
 		}
 		if err := symlinkat(string(target), dirfd, name); err != nil {
-			return err
+			return fileStat{}, err
 		}
 		if m.cfg.Owner != nil {
 			if err := fchownat(dirfd, name, m.cfg.Owner.UID, m.cfg.Owner.GID); err != nil {
-				return err
+				return fileStat{}, err
 			}
 		}
-		return fstatat(dirfd, name, st)
+		return fstatat(dirfd, name)
 	}
 	p := uint32(perm(s.mode))
 	fd, err := openat(dirfd, name, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, p)
 	if err != nil {
-		return err
+		return fileStat{}, err
 	}
 	defer syscall.Close(fd)
 	if err := src.copyTo(fd, s); err != nil {
-		return err
+		return fileStat{}, err
 	}
 	if m.cfg.Owner != nil {
 		if err := syscall.Fchown(fd, m.cfg.Owner.UID, m.cfg.Owner.GID); err != nil {
-			return err
+			return fileStat{}, err
 		}
 	}
-	if err := syscall.Fstat(fd, st); err != nil {
-		return err
+	st, err := fstat(fd)
+	if err != nil {
+		return fileStat{}, err
 	}
-	if st.Mode&0o7777 != p {
+	if st.mode&0o7777 != p {
 		// The umask took bits away.
 		if err := syscall.Fchmod(fd, p); err != nil {
-			return err
+			return fileStat{}, err
 		}
-		return syscall.Fstat(fd, st)
+		return fstat(fd)
 	}
-	return nil
+	return st, nil
 }
 
 // indexEntry is the index entry of a checked-out path, with its stat data
 // so git in the sandbox sees it as clean.
-func indexEntry(s fileSpec, st *syscall.Stat_t) *index.Entry {
+func indexEntry(s fileSpec, st fileStat) *index.Entry {
 	e := &index.Entry{Name: s.path, Mode: s.mode, Hash: s.hash}
 	if s.mode == filemode.Submodule {
 		return e
 	}
-	e.CreatedAt = time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
-	e.ModifiedAt = time.Unix(st.Mtim.Sec, st.Mtim.Nsec)
-	e.Dev = uint32(st.Dev)
-	e.Inode = uint32(st.Ino)
-	e.UID = st.Uid
-	e.GID = st.Gid
-	e.Size = uint32(st.Size)
+	e.CreatedAt = time.Unix(0, st.ctime)
+	e.ModifiedAt = time.Unix(0, st.mtime)
+	e.Dev = uint32(st.dev)
+	e.Inode = uint32(st.ino)
+	e.UID = st.uid
+	e.GID = st.gid
+	e.Size = uint32(st.size)
 	return e
 }
 

@@ -47,8 +47,8 @@ func TestMirrorReuseAndUpdate(t *testing.T) {
 			s.before()
 		}
 		w := open(s.repo)
-		if w.Info().Mirror != s.wantMirror || !w.Info().CheckoutCache {
-			t.Errorf("%s: info %+v, want mirror %q from the checkout cache", s.name, w.Info(), s.wantMirror)
+		if w.CloneInfo().Mirror != s.wantMirror || !w.CloneInfo().CheckoutCache {
+			t.Errorf("%s: info %+v, want mirror %q from the checkout cache", s.name, w.CloneInfo(), s.wantMirror)
 		}
 		rev := s.repo.Ref
 		if rev == "" {
@@ -118,7 +118,7 @@ func TestMirrorConcurrentOpens(t *testing.T) {
 			t.Fatalf("open %d: %v", i, errs[i])
 		}
 		defer ws[i].Close()
-		if ws[i].Info().Mirror == "created" {
+		if ws[i].CloneInfo().Mirror == "created" {
 			created++
 		}
 		runGit(t, ws[i].Dir(), "fsck", "--no-progress")
@@ -152,7 +152,7 @@ func TestCheckoutCacheEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if w.Info().CheckoutCache {
+	if w.CloneInfo().CheckoutCache {
 		t.Error("checkout cache used while disabled")
 	}
 	if cached := cachedCheckouts(t, m2.cfg.MirrorDir); len(cached) != 0 {

@@ -16,7 +16,7 @@ func TestSmoke(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("info %+v base %s", w.Info(), w.BaseCommit())
+		t.Logf("info %+v base %s", w.CloneInfo(), w.BaseCommit())
 		t.Log(runGit(t, w.Dir(), "status", "--short"))
 		t.Log(runGit(t, w.Dir(), "log", "--oneline", "-3"))
 		os.WriteFile(filepath.Join(w.Dir(), "README.md"), []byte("changed\n"), 0o644)

@@ -55,14 +55,14 @@ type statEntry struct {
 }
 
 func statKeyOf(fi fs.FileInfo) statKey {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return statKeyOfSys(st)
+	if st, ok := sysStat(fi); ok {
+		return statKeyOfStat(st)
 	}
 	return statKey{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 }
 
-func statKeyOfSys(st *syscall.Stat_t) statKey {
-	return statKey{size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: st.Ino, mode: st.Mode}
+func statKeyOfStat(st fileStat) statKey {
+	return statKey{size: st.size, mtime: st.mtime, ctime: st.ctime, ino: st.ino, mode: st.mode}
 }
 
 // remember caches the hash of the file at p, whose stat is k, taken at now.

@@ -76,8 +76,8 @@ func (w *Workspace) BaseCommit() string { return w.baseCommit.String() }
 // to BaseCommit) restores the tree as cloned.
 func (w *Workspace) BaseCheckpoint() string { return w.baseCheckpoint.String() }
 
-// Info says how the workspace was cloned.
-func (w *Workspace) Info() CloneInfo { return w.info }
+// CloneInfo says how the workspace was cloned.
+func (w *Workspace) CloneInfo() CloneInfo { return w.info }
 
 // Checkpoint records the whole working tree (tracked, untracked and deleted
 // files, whoever changed them) as a commit on the private checkpoint ref and

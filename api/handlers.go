@@ -1,0 +1,177 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/task"
+)
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit), nil)
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "read body: "+err.Error(), nil)
+		return
+	}
+	t, err := task.Decode(body)
+	if err != nil {
+		s.backendError(w, r, err)
+		return
+	}
+	if t.Source.Kind == "" {
+		t.Source.Kind = "api"
+	}
+	if err := t.Validate(); err != nil {
+		s.backendError(w, r, err)
+		return
+	}
+	st, dup, err := s.cfg.Backend.Submit(r.Context(), t)
+	if err != nil {
+		s.backendError(w, r, err)
+		return
+	}
+	if rec, ok := w.(*recorder); ok {
+		rec.taskID = st.TaskID
+	}
+	w.Header().Set("Location", "/v1/tasks/"+st.TaskID)
+	code := http.StatusCreated
+	if dup {
+		code = http.StatusOK
+	}
+	writeJSON(w, code, st)
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	st, err := s.cfg.Backend.Status(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.backendError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// ListResponse is the body of GET /v1/tasks.
+type ListResponse struct {
+	Tasks []task.Status `json:"tasks"`
+	// NextCursor continues the listing ("" on the last page).
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var o queue.ListOptions
+	var bad []task.FieldError
+	if v := q.Get("state"); v != "" {
+		o.State = task.State(v)
+		if !o.State.Valid() {
+			bad = append(bad, task.FieldError{Field: "state", Problem: fmt.Sprintf("%q is not a task state", v)})
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > queue.MaxListLimit {
+			bad = append(bad, task.FieldError{Field: "limit", Problem: fmt.Sprintf("must be 1..%d", queue.MaxListLimit)})
+		}
+		o.Limit = n
+	}
+	o.Cursor = q.Get("cursor")
+	if len(bad) > 0 {
+		writeError(w, http.StatusBadRequest, "invalid query", bad)
+		return
+	}
+	tasks, next, err := s.cfg.Backend.List(r.Context(), o)
+	if err != nil {
+		// queue reports a malformed cursor with a plain error.
+		if o.Cursor != "" && strings.Contains(err.Error(), "invalid cursor") {
+			writeError(w, http.StatusBadRequest, "invalid query",
+				[]task.FieldError{{Field: "cursor", Problem: "is not a cursor this server issued"}})
+			return
+		}
+		s.backendError(w, r, err)
+		return
+	}
+	if tasks == nil {
+		tasks = []task.Status{}
+	}
+	writeJSON(w, http.StatusOK, ListResponse{Tasks: tasks, NextCursor: next})
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
+	st, err := s.cfg.Backend.Cancel(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.backendError(w, r, err)
+		return
+	}
+	code := http.StatusOK
+	if !st.State.Final() {
+		// Requested: the worker running it writes the cancelled result.
+		code = http.StatusAccepted
+	}
+	writeJSON(w, code, st)
+}
+
+func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	st, err := s.cfg.Backend.Status(r.Context(), id)
+	if err != nil {
+		s.backendError(w, r, err)
+		return
+	}
+	if !st.State.Final() {
+		writeError(w, http.StatusConflict, fmt.Sprintf("task %s is %s: no patch before it is final", id, st.State), nil)
+		return
+	}
+	var patch []byte
+	if st.Result != nil {
+		patch = []byte(st.Result.Patch)
+	}
+	if a, ok := s.cfg.Backend.(Artifacts); ok && len(patch) == 0 {
+		b, err := a.Artifact(r.Context(), id, PatchArtifact)
+		if err != nil && !errors.Is(err, queue.ErrNotFound) {
+			s.backendError(w, r, err)
+			return
+		}
+		patch = b
+	}
+	if len(patch) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.Header().Set("Content-Type", "text/x-diff; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(patch)))
+	_, _ = w.Write(patch)
+}
+
+// backendError answers err: 400 for a validation error, 404 for an unknown
+// id, 503 when the backend is unreachable, 500 otherwise.
+func (s *Server) backendError(w http.ResponseWriter, r *http.Request, err error) {
+	var verr *task.ValidationError
+	switch {
+	case errors.As(err, &verr):
+		writeError(w, http.StatusBadRequest, "invalid task", verr.Fields)
+	case errors.Is(err, queue.ErrNotFound):
+		msg := "not found"
+		if id := r.PathValue("id"); id != "" {
+			msg = "no task " + id
+		}
+		writeError(w, http.StatusNotFound, msg, nil)
+	case errors.Is(err, context.DeadlineExceeded):
+		s.log.WarnContext(r.Context(), "backend timeout", "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "the task store did not answer in time", nil)
+	default:
+		s.log.ErrorContext(r.Context(), "backend error", "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error", nil)
+	}
+}

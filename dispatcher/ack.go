@@ -27,7 +27,7 @@ func (f *flight) finish(ctx context.Context, res task.Result, artifacts map[stri
 		})
 		if err != nil {
 			// Without ack the task is redelivered and runs again.
-			d.log.Error("store artifacts; task will be redelivered", "task", t.ID, "err", err)
+			d.log.Error("store artifacts; task will be redelivered", "task_id", t.ID, "err", err)
 			return
 		}
 		res.Artifacts = mergeNames(res.Artifacts, names)
@@ -39,16 +39,16 @@ func (f *flight) finish(ctx context.Context, res task.Result, artifacts map[stri
 		return err
 	})
 	if errors.Is(err, queue.ErrLostLease) {
-		d.log.Warn("another worker finished the task; result discarded", "task", t.ID, "attempt", f.attempt)
+		d.log.Warn("another worker finished the task; result discarded", "task_id", t.ID, "attempt", f.attempt)
 		return
 	}
 	if err != nil {
-		d.log.Error("write final result; task will be redelivered", "task", t.ID, "err", err)
+		d.log.Error("write final result; task will be redelivered", "task_id", t.ID, "err", err)
 		return
 	}
 	d.emit(opCtx, queue.ResultEvent(st))
 	done(opCtx)
-	d.log.Info("task finished", "task", t.ID, "attempt", f.attempt, "status", st.State, "reason", st.Reason)
+	d.log.Info("task finished", "task_id", t.ID, "attempt", f.attempt, "status", st.State, "reason", st.Reason)
 	d.obs.TaskFinished(ctx, *st.Result, elapsed)
 }
 
@@ -69,7 +69,7 @@ func (f *flight) handBack(ctx context.Context, reason string) {
 		return f.d.conn.Republish(opCtx, f.t.ID, f.msg.Data(), f.msg.Headers(), f.streamSeq)
 	})
 	if err != nil {
-		f.d.log.Warn("republish handed-back task", "task", f.t.ID, "err", err)
+		f.d.log.Warn("republish handed-back task", "task_id", f.t.ID, "err", err)
 		f.nak(0)
 		return
 	}
@@ -91,7 +91,7 @@ func (f *flight) markQueued(ctx context.Context, reason string) bool {
 		err := lease.Requeue(opCtx, reason)
 		cancel()
 		if err != nil {
-			f.d.log.Warn("record hand-back", "task", f.t.ID, "err", err)
+			f.d.log.Warn("record hand-back", "task_id", f.t.ID, "err", err)
 			if errors.Is(err, queue.ErrLostLease) {
 				return false
 			}
@@ -109,7 +109,7 @@ func (f *flight) nak(delay time.Duration) {
 		err = f.msg.Nak()
 	}
 	if err != nil {
-		f.d.log.Warn("nak task", "task", f.t.ID, "err", err)
+		f.d.log.Warn("nak task", "task_id", f.t.ID, "err", err)
 	}
 }
 
@@ -122,7 +122,7 @@ func (f *flight) ack(ctx context.Context) {
 		return f.msg.DoubleAck(actx)
 	})
 	if err != nil {
-		f.d.log.Warn("ack task", "task", f.t.ID, "err", err)
+		f.d.log.Warn("ack task", "task_id", f.t.ID, "err", err)
 	}
 }
 
@@ -151,6 +151,6 @@ func (d *Dispatcher) emit(ctx context.Context, ev task.Event) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	if err := d.conn.PublishEvent(ctx, ev); err != nil {
-		d.log.Warn("publish event", "task", ev.TaskID, "kind", ev.Kind, "err", err)
+		d.log.Warn("publish event", "task_id", ev.TaskID, "kind", ev.Kind, "err", err)
 	}
 }

@@ -286,7 +286,7 @@ func (d *Dispatcher) bury(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	if b.TaskID != "" {
-		d.log.Warn("task dead-lettered: deliveries exhausted", "task", b.TaskID, "deliveries", adv.Deliveries)
+		d.log.Warn("task dead-lettered: deliveries exhausted", "task_id", b.TaskID, "deliveries", adv.Deliveries)
 		d.obs.TaskDeadLettered(ctx, b.TaskID, b.Reason)
 		if b.Settled && b.Status.Result != nil {
 			d.obs.TaskFinished(ctx, *b.Status.Result, 0)

@@ -75,7 +75,7 @@ func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg) {
 	release, holdErr := d.holdRepo(ctx, t)
 	defer release()
 	if holdErr != nil && errors.Is(context.Cause(ctx), errShutdown) {
-		d.log.Info("hand back held task", "task", t.ID)
+		d.log.Info("hand back held task", "task_id", t.ID)
 		f.handBack(ctx, "worker shutdown: handed back")
 		d.obs.TaskRequeued(ctx, t.ID, attempt, "shutdown")
 		return
@@ -85,12 +85,12 @@ func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg) {
 	lease, _, err := d.conn.Acquire(opCtx, t, attempt, d.cfg.WorkerID)
 	opCancel()
 	if errors.Is(err, queue.ErrFinal) {
-		d.log.Info("delivery of a final task acked without running", "task", t.ID, "attempt", attempt)
+		d.log.Info("delivery of a final task acked without running", "task_id", t.ID, "attempt", attempt)
 		f.ack(ctx)
 		return
 	}
 	if err != nil {
-		d.log.Warn("claim task", "task", t.ID, "err", err)
+		d.log.Warn("claim task", "task_id", t.ID, "err", err)
 		f.nak(d.cfg.backoff(attempt))
 		d.obs.TaskRequeued(ctx, t.ID, attempt, "retry: state store unavailable")
 		return
@@ -101,7 +101,7 @@ func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg) {
 	if ok, err := d.conn.CancelRequested(opCtx, t.ID); ok {
 		cancel(errCancelled)
 	} else if err != nil {
-		d.log.Warn("check cancel request", "task", t.ID, "err", err)
+		d.log.Warn("check cancel request", "task_id", t.ID, "err", err)
 	}
 	opCancel()
 
@@ -111,7 +111,7 @@ func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg) {
 	start := time.Now()
 	var rep task.Report
 	if ctx.Err() == nil {
-		d.log.Info("task started", "task", t.ID, "attempt", attempt)
+		d.log.Info("task started", "task_id", t.ID, "attempt", attempt)
 		rep = d.runner.Run(runCtx, t, attempt, pump.send)
 	}
 	elapsed := time.Since(start)
@@ -142,7 +142,7 @@ func decodeTask(data []byte, id string) (task.Task, error) {
 // reject ends an invalid task: a rejected result (when the task can be
 // named) and Term, so it is never delivered again.
 func (d *Dispatcher) reject(ctx context.Context, msg jetstream.Msg, id string, attempt int, t task.Task, verr error) {
-	d.log.Warn("reject invalid task", "task", id, "err", verr)
+	d.log.Warn("reject invalid task", "task_id", id, "err", verr)
 	if id != "" {
 		var tp *task.Task
 		if t.ID == id {
@@ -153,7 +153,7 @@ func (d *Dispatcher) reject(ctx context.Context, msg jetstream.Msg, id string, a
 		defer cancel()
 		st, written, err := d.conn.Settle(opCtx, id, tp, res)
 		if err != nil {
-			d.log.Warn("record rejection", "task", id, "err", err)
+			d.log.Warn("record rejection", "task_id", id, "err", err)
 			_ = msg.NakWithDelay(d.cfg.backoff(attempt))
 			return
 		}
@@ -163,7 +163,7 @@ func (d *Dispatcher) reject(ctx context.Context, msg jetstream.Msg, id string, a
 		}
 	}
 	if err := msg.Term(); err != nil {
-		d.log.Warn("term invalid task", "task", id, "err", err)
+		d.log.Warn("term invalid task", "task_id", id, "err", err)
 	}
 }
 
@@ -174,13 +174,13 @@ func (f *flight) conclude(ctx context.Context, rep task.Report, cause error, ela
 	switch {
 	case errors.Is(cause, errLostLease):
 		// Another worker holds the current delivery: leave it alone.
-		d.log.Warn("task taken over by another worker; result discarded", "task", t.ID, "attempt", f.attempt)
+		d.log.Warn("task taken over by another worker; result discarded", "task_id", t.ID, "attempt", f.attempt)
 	case cause != nil && rep.Result.Status == task.StateResolved && !rep.Retry:
 		// The work was done before the cancellation or shutdown took
 		// hold: keep it.
 		f.finish(ctx, rep.Result, rep.Artifacts, elapsed, f.ack)
 	case errors.Is(cause, errShutdown):
-		d.log.Info("hand back task at shutdown", "task", t.ID, "attempt", f.attempt)
+		d.log.Info("hand back task at shutdown", "task_id", t.ID, "attempt", f.attempt)
 		f.handBack(ctx, "worker shutdown: handed back")
 		d.obs.TaskRequeued(ctx, t.ID, f.attempt, "shutdown")
 	case errors.Is(cause, errCancelled):
@@ -190,7 +190,7 @@ func (f *flight) conclude(ctx context.Context, rep task.Report, cause error, ela
 		f.finish(ctx, res, rep.Artifacts, elapsed, f.ack)
 	case rep.Retry && f.attempt < d.cfg.MaxDeliver:
 		reason := "retry: " + orUnknown(rep.Result.Reason)
-		d.log.Warn("infrastructure fault; task handed back", "task", t.ID, "attempt", f.attempt, "reason", rep.Result.Reason)
+		d.log.Warn("infrastructure fault; task handed back", "task_id", t.ID, "attempt", f.attempt, "reason", rep.Result.Reason)
 		f.requeue(ctx, reason, d.cfg.backoff(f.attempt))
 		d.obs.TaskRequeued(ctx, t.ID, f.attempt, reason)
 	case rep.Retry:
@@ -204,13 +204,13 @@ func (f *flight) conclude(ctx context.Context, rep task.Report, cause error, ela
 			return d.conn.DeadLetter(opCtx, t.ID, f.msg.Data(), f.msg.Headers(), f.streamSeq, f.attempt, reason)
 		})
 		if err != nil {
-			d.log.Error("dead-letter task", "task", t.ID, "err", err)
+			d.log.Error("dead-letter task", "task_id", t.ID, "err", err)
 		} else {
 			d.obs.TaskDeadLettered(ctx, t.ID, reason)
 		}
 		f.finish(ctx, res, rep.Artifacts, elapsed, func(context.Context) {
 			if err := f.msg.Term(); err != nil {
-				d.log.Warn("term dead task", "task", t.ID, "err", err)
+				d.log.Warn("term dead task", "task_id", t.ID, "err", err)
 			}
 		})
 	default:

@@ -56,7 +56,7 @@ func (f *flight) startHeartbeat() *heartbeat {
 				}
 			case <-beat.C:
 				if err := f.msg.InProgress(); err != nil {
-					d.log.Warn("heartbeat", "task", f.t.ID, "err", err)
+					d.log.Warn("heartbeat", "task_id", f.t.ID, "err", err)
 				}
 				lease := f.lease.Load()
 				if lease == nil {
@@ -66,7 +66,7 @@ func (f *flight) startHeartbeat() *heartbeat {
 				if err := lease.Touch(ctx); errors.Is(err, queue.ErrLostLease) {
 					f.cancel(errLostLease)
 				} else if err != nil {
-					d.log.Warn("refresh task state", "task", f.t.ID, "err", err)
+					d.log.Warn("refresh task state", "task_id", f.t.ID, "err", err)
 				}
 				cancel()
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/sandbox/docker"
 	"github.com/wrenchworks/wrench/task"
+	"github.com/wrenchworks/wrench/telemetry"
 	"github.com/wrenchworks/wrench/worker"
 	"github.com/wrenchworks/wrench/workspace"
 )
@@ -52,7 +53,7 @@ func (c commonFlags) logger(env *cliEnv) *slog.Logger {
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
 		lvl = slog.LevelWarn
 	}
-	return slog.New(slog.NewJSONHandler(env.stderr, &slog.HandlerOptions{Level: lvl}))
+	return slog.New(telemetry.NewLogHandler(env.stderr, &slog.HandlerOptions{Level: lvl}))
 }
 
 // workerOptions are what differs between the commands that build a worker.

@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# Runs `wrench run` on the example Go module with its scripted fix, then on
-# the Python example, and shows that the patch makes the tests pass.
+# `make demo`: starts `wrench serve` on a temporary data dir, submits both
+# examples with their scripted fixes and follows them to the end, prints
+# the patches, and stops the server. `wrench run` is the one-shot path to
+# the same result (see the README).
 set -euo pipefail
-bin=${1:-bin/wrench}
+bin=$(cd "$(dirname "${1:-bin/wrench}")" && pwd)/$(basename "${1:-bin/wrench}")
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+port=${WRENCH_DEMO_PORT:-7171}
+server=http://127.0.0.1:$port
+serve_pid=
+cleanup() {
+  if [ -n "$serve_pid" ] && kill -0 "$serve_pid" 2>/dev/null; then
+    kill -TERM "$serve_pid" 2>/dev/null || true
+    wait "$serve_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 # Each example becomes a fresh git repository, as a user's would be.
 mkrepo() {
@@ -15,15 +27,27 @@ mkrepo() {
   git -C "$work/$1" -c user.name=demo -c user.email=demo@example.com commit -qm "initial"
 }
 
-run() { # name test-command instruction
+echo "== wrench serve (data dir $work/data, API $server)"
+"$bin" serve --data-dir "$work/data" --http "127.0.0.1:$port" --slots 2 --log-level warn \
+  > "$work/serve.log" 2>&1 &
+serve_pid=$!
+for _ in $(seq 1 100); do
+  "$bin" list --server "$server" --limit 1 >/dev/null 2>&1 && break
+  kill -0 "$serve_pid" 2>/dev/null || { cat "$work/serve.log"; exit 3; }
+  sleep 0.1
+done
+
+submit() { # example test-command instruction
   mkrepo "$1"
-  echo "== wrench run on examples/$1"
-  "$bin" run --repo "$work/$1" --model "scripted:$root/examples/$1/fix.yaml" \
-    --test "$2" --task "$3" --out "$work/$1.patch" --data-dir "$work/data"
-  echo "== patch"
+  id="demo-$1-$$"
+  echo "== wrench submit examples/$1 --follow"
+  "$bin" submit --server "$server" --id "$id" --repo "$work/$1" --model "scripted:$root/examples/$1/fix.yaml" \
+    --test "$2" --task "$3" --follow
+  echo "== patch ($id)"
+  "$bin" result --server "$server" "$id" --patch "$work/$1.patch" >/dev/null
   cat "$work/$1.patch"
 }
 
-run go-calc "go test ./..." "The tests fail: Add subtracts and Mean panics or returns NaN on an empty slice. Fix calc.go."
-run py-textstats "python3 -m pytest -q" "word_count miscounts text with extra spaces or no words. Fix it."
-echo "== both examples resolved"
+submit go-calc "go test ./..." "The tests fail: Add subtracts and Mean returns NaN on an empty slice. Fix calc.go."
+submit py-textstats "python3 -m pytest -q" "word_count miscounts text with extra spaces or no words. Fix it."
+echo "== both examples resolved; stopping the server"

@@ -497,35 +497,73 @@ func TestChartKEDA(t *testing.T) {
 	}
 }
 
-// TestChartServiceMonitor checks the ServiceMonitor's endpoints name ports
-// the Services have.
+// TestChartServiceMonitor checks the ServiceMonitor scrapes every pod's
+// metrics port through exactly one Service: a pod reached through two
+// Services would be two targets, and every sum() would count it twice.
 func TestChartServiceMonitor(t *testing.T) {
 	c := loadChart(t, chartDir(t))
 	for _, sc := range []scenario{scenarios[2], scenarios[3]} {
 		ms := renderScenario(t, c, sc.values)
-		ports := map[string]bool{}
 		var sm map[string]any
 		for _, m := range ms {
-			switch m.kind() {
-			case "Service":
-				for _, p := range list(m.obj, "spec", "ports") {
-					ports[str(p, "name")] = true
-				}
-			case "ServiceMonitor":
+			if m.kind() == "ServiceMonitor" {
 				sm = m.obj
 			}
 		}
-		matched := 0
+		if sm == nil {
+			t.Fatalf("%s: no ServiceMonitor", sc.name)
+		}
+		endpointPorts := map[string]bool{}
 		for _, ep := range list(sm, "spec", "endpoints") {
 			if str(ep, "path") != "/metrics" {
 				t.Errorf("%s: endpoint %v does not scrape /metrics", sc.name, ep)
 			}
-			if ports[str(ep, "port")] {
-				matched++
+			endpointPorts[str(ep, "port")] = true
+		}
+		want, _ := get(sm, "spec", "selector", "matchLabels").(map[string]any)
+		scraped := map[string]string{} // component/port -> Service
+		for _, m := range ms {
+			if m.kind() != "Service" {
+				continue
+			}
+			labels, _ := get(m.obj, "metadata", "labels").(map[string]any)
+			selected := true
+			for k, v := range want {
+				if labels[k] != v {
+					selected = false
+				}
+			}
+			if !selected {
+				continue
+			}
+			component := str(m.obj, "spec", "selector", "app.kubernetes.io/component")
+			for _, p := range list(m.obj, "spec", "ports") {
+				if !endpointPorts[str(p, "name")] {
+					continue
+				}
+				key := component + "/" + str(p, "targetPort")
+				if other, dup := scraped[key]; dup {
+					t.Errorf("%s: pods of %s are scraped through both %s and %s", sc.name, key, other, m.name())
+				}
+				scraped[key] = m.name()
 			}
 		}
-		if matched == 0 {
-			t.Errorf("%s: no ServiceMonitor endpoint names a Service port (ports %v)", sc.name, ports)
+		var workloads []string
+		for _, m := range ms {
+			if m.kind() == "StatefulSet" || m.kind() == "Deployment" {
+				workloads = append(workloads, str(m.obj, "spec", "selector", "matchLabels", "app.kubernetes.io/component"))
+			}
+		}
+		for _, comp := range workloads {
+			found := false
+			for key := range scraped {
+				if strings.HasPrefix(key, comp+"/") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("%s: the %s pods are not scraped (scraped: %v)", sc.name, comp, scraped)
+			}
 		}
 	}
 }

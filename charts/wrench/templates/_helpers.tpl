@@ -47,6 +47,11 @@ app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* The label of the Services the ServiceMonitor scrapes. */}}
+{{- define "wrench.scrapeLabel" -}}
+wrench.dev/metrics: "true"
+{{- end -}}
+
 {{- define "wrench.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}

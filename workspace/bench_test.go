@@ -3,6 +3,7 @@ package workspace
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -46,7 +47,8 @@ func benchRepository(b *testing.B) string {
 // BenchmarkClone compares cloning the generated repository with the git
 // CLI against Open with an empty mirror directory (first), Open from a
 // warm mirror (mirror; the target is 300 ms) and Open without mirrors
-// (direct). Workspaces are given to uid 1000 when running as root, as in
+// (direct), with `cp -a` of the checked-out tree as the file system's
+// floor (cp_tree). Workspaces are given to uid 1000 when running as root, as in
 // production.
 func BenchmarkClone(b *testing.B) {
 	requireGit(b)
@@ -89,6 +91,22 @@ func BenchmarkClone(b *testing.B) {
 			}
 		})
 	}
+	// The file system's floor: copying a checked-out tree (without .git).
+	b.Run("cp_tree", func(b *testing.B) {
+		base := b.TempDir()
+		tree := filepath.Join(base, "tree")
+		runGit(b, "", "clone", "-q", repo, tree)
+		must(b, os.RemoveAll(filepath.Join(tree, ".git")))
+		for i := 0; b.Loop(); i++ {
+			dst := filepath.Join(base, fmt.Sprint(i))
+			if out, err := exec.Command("cp", "-a", tree, dst).CombinedOutput(); err != nil {
+				b.Fatalf("cp: %v %s", err, out)
+			}
+			b.StopTimer()
+			os.RemoveAll(dst)
+			b.StartTimer()
+		}
+	})
 	b.Run("first", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			b.StopTimer()

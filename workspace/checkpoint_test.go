@@ -20,7 +20,7 @@ type mutation struct {
 	do   func(t *testing.T, dir string)
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package workspace
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
-	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // fileSpec is one non-directory path of a checkout.
@@ -28,32 +27,44 @@ type fileSpec struct {
 	off, size int64
 }
 
-// contentSource provides file contents for a checkout.
+// contentSource provides file contents for a checkout, through one reader
+// per goroutine.
 type contentSource interface {
+	reader() (contentReader, error)
+}
+
+// contentReader is one goroutine's access to file contents.
+type contentReader interface {
 	// copyTo writes the content of s to the open file descriptor fd.
 	copyTo(fd int, s fileSpec) error
 	// read returns the content of s (for symlink targets).
 	read(s fileSpec) ([]byte, error)
-	// parallel says whether copyTo may be called concurrently.
-	parallel() bool
+	close()
 }
 
-// objectContent reads blobs from a repository.
-type objectContent struct{ st storer.EncodedObjectStorer }
+// objectContent decodes blobs from the repository at dir; each reader has
+// its own go-git storage (they are not safe for concurrent use).
+type objectContent struct{ dir string }
 
-func (c objectContent) copyTo(fd int, s fileSpec) error {
-	o, err := c.st.EncodedObject(plumbing.BlobObject, s.hash)
+func (c objectContent) reader() (contentReader, error) {
+	return objectReader{st: openStorage(c.dir, 16<<20)}, nil
+}
+
+type objectReader struct{ st *filesystem.Storage }
+
+func (r objectReader) copyTo(fd int, s fileSpec) error {
+	o, err := r.st.EncodedObject(plumbing.BlobObject, s.hash)
 	if err != nil {
 		return fmt.Errorf("read blob %s: %w", s.hash, err)
 	}
-	r, err := o.Reader()
+	rd, err := o.Reader()
 	if err != nil {
 		return err
 	}
-	defer r.Close()
+	defer rd.Close()
 	buf := make([]byte, 64<<10)
 	for {
-		n, rerr := r.Read(buf)
+		n, rerr := rd.Read(buf)
 		if n > 0 {
 			if err := writeAll(fd, buf[:n]); err != nil {
 				return err
@@ -68,12 +79,15 @@ func (c objectContent) copyTo(fd int, s fileSpec) error {
 	}
 }
 
-func (c objectContent) read(s fileSpec) ([]byte, error) { return readBlob(c.st, s.hash) }
-func (c objectContent) parallel() bool                  { return false }
+func (r objectReader) read(s fileSpec) ([]byte, error) { return readBlob(r.st, s.hash) }
+func (r objectReader) close()                          { _ = r.st.Close() }
 
 // blobFileContent copies ranges of a checkout cache's blob files (open
-// descriptors, indexed by part).
+// descriptors, indexed by part); copy_file_range and pread are safe to use
+// concurrently.
 type blobFileContent struct{ fds []int }
+
+func (c blobFileContent) reader() (contentReader, error) { return c, nil }
 
 func (c blobFileContent) copyTo(fd int, s fileSpec) error {
 	return copyRange(c.fds[s.part], s.off, fd, s.size)
@@ -87,7 +101,7 @@ func (c blobFileContent) read(s fileSpec) ([]byte, error) {
 	return buf, nil
 }
 
-func (c blobFileContent) parallel() bool { return true }
+func (c blobFileContent) close() {}
 
 // writeAll writes buf to fd, retrying short writes.
 func writeAll(fd int, buf []byte) error {
@@ -145,80 +159,132 @@ type checkedOut struct {
 	key   statKey
 }
 
-// materialize writes a checkout into the empty working tree at root:
-// directories (dirs, in order), then files. Directories are opened through
-// the os.Root; each file is created in its directory's descriptor with
-// O_CREAT|O_EXCL|O_NOFOLLOW on a single path component, so nothing is
-// followed or overwritten, and is given to the configured owner.
+// checkoutWorkers is how many goroutines write a checkout. Creating files
+// is dominated by per-file latency in the file system (journal, inode
+// allocation), which overlapping requests hide.
+const checkoutWorkers = 8
+
+// checkoutChunk is the most files one job writes.
+const checkoutChunk = 64
+
+// checkoutJob writes some of a directory's files; the first job of a
+// directory also creates its subdirectories and queues their jobs.
+type checkoutJob struct {
+	dir   string
+	files []int
+	first bool
+}
+
+// materialize writes a checkout into the empty working tree at root. Work
+// is split into per-directory jobs run by checkoutWorkers goroutines. Each
+// directory is opened through the os.Root; inside it, subdirectories and
+// files are created with mkdirat/openat(O_CREAT|O_EXCL|O_NOFOLLOW) on a
+// single path component, so nothing is followed or overwritten, and given
+// to the configured owner.
 func (m *Manager) materialize(ctx context.Context, root *os.Root, dirs []string, files []fileSpec, src contentSource) ([]checkedOut, error) {
+	children := map[string][]string{}
 	for _, d := range dirs {
-		if err := root.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("create %s: %w", d, err)
+		parent := path.Dir(d)
+		children[parent] = append(children[parent], d)
+	}
+	filesIn := map[string][]int{}
+	for i, f := range files {
+		d := path.Dir(f.path)
+		filesIn[d] = append(filesIn[d], i)
+	}
+	jobsOf := func(dir string) []checkoutJob {
+		idx := filesIn[dir]
+		jobs := []checkoutJob{{dir: dir, first: true, files: idx[:min(len(idx), checkoutChunk)]}}
+		for lo := checkoutChunk; lo < len(idx); lo += checkoutChunk {
+			jobs = append(jobs, checkoutJob{dir: dir, files: idx[lo:min(len(idx), lo+checkoutChunk)]})
 		}
-		if err := root.Chmod(d, 0o755); err != nil {
-			return nil, err
-		}
-		if err := m.lchown(root, d); err != nil {
-			return nil, err
+		return jobs
+	}
+	total := len(jobsOf("."))
+	for _, d := range dirs {
+		total += len(jobsOf(d))
+	}
+	queue := make(chan checkoutJob, total) // never blocks: every job fits
+	var pending sync.WaitGroup
+	enqueue := func(dir string) {
+		for _, j := range jobsOf(dir) {
+			pending.Add(1)
+			queue <- j
 		}
 	}
+	enqueue(".")
+
 	out := make([]checkedOut, len(files))
-	workers := 1
-	if src.parallel() {
-		workers = 4
-	}
-	chunk := (len(files) + workers - 1) / workers
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for wi := 0; wi < workers; wi++ {
-		lo, hi := wi*chunk, min(len(files), (wi+1)*chunk)
-		if lo >= hi {
-			continue
+	var (
+		mu       sync.Mutex
+		firstErr error
+		workers  sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
 		}
-		wg.Add(1)
+		mu.Unlock()
+	}
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil
+	}
+	for range checkoutWorkers {
+		workers.Add(1)
 		go func() {
-			defer wg.Done()
-			errs[wi] = m.materializeRange(ctx, root, files[lo:hi], out[lo:hi], src)
+			defer workers.Done()
+			r, err := src.reader()
+			if err != nil {
+				fail(err)
+			}
+			for j := range queue {
+				if err == nil && !failed() {
+					if jerr := ctx.Err(); jerr != nil {
+						fail(jerr)
+					} else if jerr := m.runJob(root, j, files, out, r, children, enqueue); jerr != nil {
+						fail(jerr)
+					}
+				}
+				pending.Done()
+			}
+			if r != nil {
+				r.close()
+			}
 		}()
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	pending.Wait()
+	close(queue)
+	workers.Wait()
+	if firstErr != nil {
+		return nil, firstErr
 	}
 	return out, nil
 }
 
-func (m *Manager) materializeRange(ctx context.Context, root *os.Root, files []fileSpec, out []checkedOut, src contentSource) error {
-	var dir *os.File
-	curDir := "\x00"
-	defer func() {
-		if dir != nil {
-			dir.Close()
+// runJob creates a job's subdirectories (first job of a directory) and
+// files.
+func (m *Manager) runJob(root *os.Root, j checkoutJob, files []fileSpec, out []checkedOut, r contentReader,
+	children map[string][]string, enqueue func(string)) error {
+	dir, err := root.Open(j.dir)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", j.dir, err)
+	}
+	defer dir.Close()
+	dfd := int(dir.Fd())
+	if j.first {
+		for _, child := range children[j.dir] {
+			if err := m.mkdirOne(dfd, path.Base(child)); err != nil {
+				return fmt.Errorf("create %s: %w", child, err)
+			}
+			enqueue(child)
 		}
-	}()
-	for i, s := range files {
-		if i%64 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		d, name := path.Split(s.path)
-		if d != curDir {
-			if dir != nil {
-				dir.Close()
-			}
-			rel := path.Clean(d)
-			if d == "" {
-				rel = "."
-			}
-			var err error
-			if dir, err = root.Open(rel); err != nil {
-				dir = nil
-				return fmt.Errorf("open %s: %w", rel, err)
-			}
-			curDir = d
-		}
-		st, err := m.writeOne(int(dir.Fd()), name, s, src)
+	}
+	for _, i := range j.files {
+		s := files[i]
+		st, err := m.writeOne(dfd, path.Base(s.path), s, r)
 		if err != nil {
 			return fmt.Errorf("check out %s: %w", s.path, err)
 		}
@@ -227,9 +293,27 @@ func (m *Manager) materializeRange(ctx context.Context, root *os.Root, files []f
 	return nil
 }
 
+// mkdirOne creates directory name (mode 0755) in dirfd for the owner.
+func (m *Manager) mkdirOne(dirfd int, name string) error {
+	if err := mkdirat(dirfd, name, 0o755); err != nil {
+		return err
+	}
+	fd, err := openat(dirfd, name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	if m.cfg.Owner != nil {
+		if err := syscall.Fchown(fd, m.cfg.Owner.UID, m.cfg.Owner.GID); err != nil {
+			return err
+		}
+	}
+	return syscall.Fchmod(fd, 0o755)
+}
+
 // writeOne creates one file or symlink named name in the directory dirfd
 // (nothing for a submodule) and returns its stat.
-func (m *Manager) writeOne(dirfd int, name string, s fileSpec, src contentSource) (fileStat, error) {
+func (m *Manager) writeOne(dirfd int, name string, s fileSpec, src contentReader) (fileStat, error) {
 	switch s.mode {
 	case filemode.Submodule:
 		return fileStat{}, nil

@@ -201,7 +201,7 @@ func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src sou
 			return fail("checkout", err)
 		}
 		dirs, files = checkoutPlan(w.baseFlat)
-		content = objectContent{st: w.st}
+		content = objectContent{dir: w.stateDir}
 	}
 	pt.mark("plan")
 	outs, err := m.materialize(ctx, root, dirs, files, content)

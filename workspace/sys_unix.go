@@ -37,6 +37,10 @@ func openat(dirfd int, name string, flags int, mode uint32) (int, error) {
 	}
 }
 
+func mkdirat(dirfd int, name string, mode uint32) error {
+	return unix.Mkdirat(dirfd, name, mode)
+}
+
 func symlinkat(target string, dirfd int, name string) error {
 	return unix.Symlinkat(target, dirfd, name)
 }

@@ -67,7 +67,7 @@ func (s *runState) maybeCompact(parent, ctx context.Context) *ending {
 	if cc.Disabled {
 		return nil
 	}
-	window := int64(s.a.cfg.contextWindow(s.r.ModelName))
+	window := int64(s.window)
 	threshold := int64(float64(window) * cc.Threshold)
 	est := s.historyTokens()
 	if est < threshold {

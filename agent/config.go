@@ -60,6 +60,21 @@ func (c Config) withDefaults() Config {
 	if rc.MaxIntentNudges <= 0 {
 		rc.MaxIntentNudges = 2
 	}
+	if c.SubAgents.MaxTurns <= 0 {
+		c.SubAgents.MaxTurns = 15
+	}
+	if c.SubAgents.MaxPerRun <= 0 {
+		c.SubAgents.MaxPerRun = 5
+	}
+	if c.Diagnostics.Commands == nil {
+		c.Diagnostics.Commands = DefaultDiagnostics()
+	}
+	if c.Diagnostics.Timeout <= 0 {
+		c.Diagnostics.Timeout = 30 * time.Second
+	}
+	if c.ProjectInstructions == nil {
+		c.ProjectInstructions = []string{"AGENTS.md", ".wrench/instructions.md"}
+	}
 	if c.ModelRetries < 0 {
 		c.ModelRetries = 0
 	} else if c.ModelRetries == 0 {
@@ -122,9 +137,14 @@ func (c Config) Cost(model string, u TokenUsage) (usd float64, ok bool) {
 	return (float64(fresh)*p.InputPerMTok + float64(u.CachedTokens)*cached + float64(u.OutputTokens)*p.OutputPerMTok) / 1e6, true
 }
 
-func (c Config) contextWindow(model string) int {
+// contextWindow is the model's window: the operator's table, then what the
+// model reports, then the default.
+func (c Config) contextWindow(model string, reported int) int {
 	if w, ok := lookupModel(c.ContextWindows, model); ok && w > 0 {
 		return w
+	}
+	if reported > 0 {
+		return reported
 	}
 	return DefaultContextWindow
 }

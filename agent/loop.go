@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,7 +33,7 @@ func (a *Agent) Run(ctx context.Context, r *Run) (*Outcome, error) {
 		return nil, err
 	}
 	e := s.loop(ctx)
-	return s.outcome(e), nil
+	return s.outcome(ctx, e), nil
 }
 
 // loop is the agent loop: check limits, maybe compact, ask the model, act
@@ -149,14 +150,18 @@ func (s *runState) noToolCalls(resp ModelResponse) *ending {
 func (s *runState) runCalls(parent, ctx context.Context, calls []ToolCall) *ending {
 	malformed := false
 	var end *ending
+	skip := "" // why the rest of the reply is not run, without ending the run
 	for _, call := range calls {
-		if end != nil {
-			s.toolMessage(call, "Not run: "+end.notRunWhy(), true)
+		switch {
+		case end != nil:
+			s.toolMessage(call, "Not run: "+end.notRunWhy(), "", true)
 			continue
-		}
-		if ctx.Err() != nil {
+		case skip != "":
+			s.toolMessage(call, "Not run: "+skip, "", true)
+			continue
+		case ctx.Err() != nil:
 			end = s.stopFor(parent, ctx.Err())
-			s.toolMessage(call, "Not run: interrupted.", true)
+			s.toolMessage(call, "Not run: interrupted.", "", true)
 			continue
 		}
 		s.emit(task.Event{Kind: task.EventToolCall, Tool: call.Name, Text: call.Arguments})
@@ -167,20 +172,28 @@ func (s *runState) runCalls(parent, ctx context.Context, calls []ToolCall) *endi
 		if res.raw == "" {
 			res.raw = res.output
 		}
-		s.traj.result(s.turn, call, res.raw, res.isError, time.Since(start))
-		if res.fatal != nil {
+		s.traj.result(s.turn, call, &res, time.Since(start))
+		switch {
+		case res.fatal != nil:
 			end = s.stopFor(parent, res.fatal)
-			s.toolMessage(call, res.output, true)
+			s.toolMessage(call, res.output, "", true)
+			continue
+		case res.denied:
+			end = &ending{reason: StopDenied, err: res.deniedErr}
+			s.toolMessage(call, res.output, "", true)
 			continue
 		}
 		malformed = malformed || res.format
 		notes, stop := s.afterCall(parent, ctx, call, &res)
-		if stop != nil {
+		switch {
+		case stop != nil:
 			end = stop
-		} else if res.finish {
+		case res.finish && s.planning:
+			skip = s.endPlanning(&res)
+		case res.finish:
 			end = s.onFinish(parent, ctx, &res, &notes)
 		}
-		s.toolMessage(call, joinNotes(res.output, notes), res.isError)
+		s.toolMessage(call, joinNotes(res.output, notes), cmp.Or(res.display, res.output), res.isError)
 	}
 	if malformed {
 		s.formatErrs++
@@ -197,14 +210,20 @@ func (e *ending) notRunWhy() string {
 		return "finish was called earlier in this reply."
 	case StopCancelled, StopTimeout:
 		return "interrupted."
+	case StopDenied:
+		return "an earlier call in this reply was denied."
 	}
 	return "the run stopped (" + string(e.reason) + ")."
 }
 
-// toolMessage appends a call's result to the history.
-func (s *runState) toolMessage(call ToolCall, content string, isError bool) {
+// toolMessage appends a call's result to the history: content for the
+// model, display (or content, when empty) for the tool_result event.
+func (s *runState) toolMessage(call ToolCall, content, display string, isError bool) {
 	s.appendMsg(Message{Role: RoleTool, ToolCallID: call.ID, Content: content})
-	s.emit(task.Event{Kind: task.EventToolResult, Tool: call.Name, Text: eventText(content), IsError: isError})
+	if display == "" {
+		display = content
+	}
+	s.emit(task.Event{Kind: task.EventToolResult, Tool: call.Name, Text: eventText(display), IsError: isError})
 }
 
 // afterCall does the bookkeeping that follows a call: error recovery, loop
@@ -232,6 +251,11 @@ func (s *runState) afterCall(parent, ctx context.Context, call ToolCall, res *to
 		return notes, &ending{reason: StopLoopDetected}
 	case nudge:
 		notes = append(notes, fmt.Sprintf(loopNudge, s.a.cfg.Recovery.LoopRepeats))
+	}
+	if len(res.changed) > 0 && !res.isError {
+		if n := s.diagnose(ctx, res.changed); n != "" {
+			notes = append(notes, n)
+		}
 	}
 	if s.verifyPolicy() == VerifyAfterWrite && len(res.changed) > 0 && !res.isError {
 		v, e := s.verify(parent, ctx, "after "+call.Name)
@@ -303,8 +327,9 @@ func eventText(s string) string {
 	return h + "\n[...]\n" + t
 }
 
-// outcome assembles the Outcome and closes the trajectory.
-func (s *runState) outcome(e *ending) *Outcome {
+// outcome assembles the Outcome (with the diff so far) and closes the
+// trajectory.
+func (s *runState) outcome(ctx context.Context, e *ending) *Outcome {
 	out := &Outcome{
 		Reason:      e.reason,
 		Summary:     e.summary,
@@ -316,8 +341,18 @@ func (s *runState) outcome(e *ending) *Outcome {
 		Rollbacks:   s.ver.rollbacks,
 		Compactions: s.compactions,
 		FileHistory: s.history,
-		Duration:    time.Since(s.start),
+		Plan:        s.plan,
 	}
+	if s.r.Workspace != nil && ctx.Err() == nil && e.reason != StopEnvError {
+		dctx, cancel := context.WithTimeout(ctx, time.Minute)
+		d, err := s.r.Workspace.Diff(dctx)
+		cancel()
+		if err != nil {
+			s.logEvent("diff of the partial work failed: %v", err)
+		}
+		out.Diff = d
+	}
+	out.Duration = time.Since(s.start)
 	s.logEvent("run ended: %s", e.reason)
 	s.traj.outcome(s.turn, out)
 	return out

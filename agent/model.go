@@ -163,3 +163,29 @@ func IsModelError(err error, kind ModelErrorKind) bool {
 	var me *ModelError
 	return errors.As(err, &me) && me.Kind == kind
 }
+
+// Capabilities describe a model (seed 000 §4.1). The zero value is an
+// ordinary tool-calling model of unknown window.
+type Capabilities struct {
+	// NoToolCalling says the model cannot call tools: a run that names no
+	// protocol drives it with the text protocol.
+	NoToolCalling bool
+	// Thinking says the model streams reasoning (StreamThinking deltas).
+	Thinking bool
+	// ContextWindow is the model's context in tokens (0: unknown);
+	// Config.ContextWindows overrides it.
+	ContextWindow int
+}
+
+// CapabilityReporter is implemented by a Model that knows its
+// capabilities; the agent asks once per run.
+type CapabilityReporter interface {
+	Capabilities() Capabilities
+}
+
+func capabilitiesOf(m Model) Capabilities {
+	if c, ok := m.(CapabilityReporter); ok {
+		return c.Capabilities()
+	}
+	return Capabilities{}
+}

@@ -68,3 +68,19 @@ func capOutput(s string, max int, extra int64) string {
 	}
 	return head + notice + tail
 }
+
+// cutHead keeps the first max bytes of s, cut at a line end when there is
+// one in the second half, else at a rune boundary.
+func cutHead(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	h := max
+	for h > 0 && !utf8.RuneStart(s[h]) {
+		h--
+	}
+	if i := strings.LastIndexByte(s[:h], '\n'); i > max/2 {
+		return s[:i]
+	}
+	return s[:h]
+}

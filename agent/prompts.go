@@ -22,9 +22,14 @@ const CompletionMarker = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 // "<no value>". The keys are:
 //
 //	Task, TaskID, TestCommand, Workspace, GitState, OS, Date, Mode,
-//	PlanMode, TextMode, Tools, MaxOutputChars, CompletionMarker
+//	PlanMode, PlanFirst, SubAgent, TextMode, Tools, HasTool (tool name ->
+//	offered), Diagnostics, MaxOutputChars, CompletionMarker,
+//	ProjectInstructions ([]ProjectFile), Mentions ([]Mention; filled for
+//	Instance only)
 //
-// and, for Compaction only, Transcript.
+// and, for Compaction only, Transcript. The system message is System (or
+// TextSystem), Project, Environment and Append, in that order, blank
+// lines between the non-empty ones.
 type PromptSet struct {
 	// System is the role and rules for tool-calling runs (seed 000 §8).
 	System string
@@ -33,9 +38,15 @@ type PromptSet struct {
 	// Instance is the first user message: the task and the recommended
 	// workflow.
 	Instance string
+	// Project renders the repository's instruction files
+	// (Config.ProjectInstructions) into the system prompt.
+	Project string
 	// Environment is appended to the system prompt: workspace, git state,
 	// platform, date, test command.
 	Environment string
+	// Append is the operator's layer, last in the system prompt; the
+	// built-in one is empty.
+	Append string
 	// Compaction asks the model to summarise older turns.
 	Compaction string
 }
@@ -46,11 +57,14 @@ var promptFiles = map[string]func(*PromptSet) *string{
 	"text_system.tmpl": func(p *PromptSet) *string { return &p.TextSystem },
 	"instance.tmpl":    func(p *PromptSet) *string { return &p.Instance },
 	"environment.tmpl": func(p *PromptSet) *string { return &p.Environment },
+	"project.tmpl":     func(p *PromptSet) *string { return &p.Project },
+	"append.tmpl":      func(p *PromptSet) *string { return &p.Append },
 	"compact.tmpl":     func(p *PromptSet) *string { return &p.Compaction },
 }
 
 // LoadPromptSet reads overrides from fsys: system.tmpl, text_system.tmpl,
-// instance.tmpl, environment.tmpl and compact.tmpl, each optional. Use
+// instance.tmpl, project.tmpl, environment.tmpl, append.tmpl and
+// compact.tmpl, each optional. Use
 // os.DirFS(dir) for a directory of overrides.
 func LoadPromptSet(fsys fs.FS) (PromptSet, error) {
 	var p PromptSet
@@ -69,7 +83,7 @@ func LoadPromptSet(fsys fs.FS) (PromptSet, error) {
 
 // prompts are the parsed templates.
 type prompts struct {
-	system, textSystem, instance, environment, compaction *template.Template
+	system, textSystem, instance, project, environment, append, compaction *template.Template
 }
 
 func parsePrompts(set PromptSet) (*prompts, error) {
@@ -81,7 +95,9 @@ func parsePrompts(set PromptSet) (*prompts, error) {
 		{"system", "system.tmpl", set.System, &p.system},
 		{"text_system", "text_system.tmpl", set.TextSystem, &p.textSystem},
 		{"instance", "instance.tmpl", set.Instance, &p.instance},
+		{"project", "project.tmpl", set.Project, &p.project},
 		{"environment", "environment.tmpl", set.Environment, &p.environment},
+		{"append", "append.tmpl", set.Append, &p.append},
 		{"compaction", "compact.tmpl", set.Compaction, &p.compaction},
 	} {
 		text := t.override

@@ -14,7 +14,8 @@ type ReplayReport struct {
 	// Matched counts those whose output equals the recorded one (after
 	// masking durations, addresses and temp paths).
 	Matched int `json:"matched"`
-	// Skipped counts finish calls and calls without a recorded result.
+	// Skipped counts finish and research calls (research needs a model)
+	// and calls without a recorded result.
 	Skipped int `json:"skipped"`
 	// Divergences lists every call whose output differs, in order.
 	Divergences []Divergence `json:"divergences,omitempty"`
@@ -51,7 +52,7 @@ func Replay(ctx context.Context, env Env, records []Record) (ReplayReport, error
 		return ReplayReport{}, fmt.Errorf("%w: nil Env", ErrInvalidRun)
 	}
 	a := New(Config{})
-	tools, _ := toolSet(ModeNormal, nil)
+	tools, _ := toolSet(ModeNormal, nil, nil)
 	s := &runState{
 		a:         a,
 		r:         &Run{Env: env},
@@ -87,7 +88,8 @@ func Replay(ctx context.Context, env Env, records []Record) (ReplayReport, error
 		}
 		callRec := pending[rec.Call.ID]
 		delete(pending, rec.Call.ID)
-		if callRec == nil || callRec.Call.Name == ToolFinish {
+		// finish has nothing to re-execute; research asks a model.
+		if callRec == nil || callRec.Call.Name == ToolFinish || callRec.Call.Name == ToolResearch {
 			rep.Skipped++
 			continue
 		}

@@ -27,6 +27,7 @@ const (
 	StopModelError    StopReason = "model_error"         // the model failed after retries
 	StopEnvError      StopReason = "env_error"           // the sandbox failed
 	StopContextWindow StopReason = "context_window"      // the history cannot fit even after compaction
+	StopDenied        StopReason = "permission_denied"   // a person refused a tool call (ApproveConfirm)
 )
 
 // Mode is the permission mode of a run.
@@ -112,7 +113,18 @@ type Run struct {
 	// AllowedTools restricts the tool set; empty means all (for the mode).
 	// finish is always available.
 	AllowedTools []string
-	Verify       VerifyPolicy
+	// Approval is who approves tool calls that change something: yolo (the
+	// default; nobody asks, as in the service) or confirm (Approve is asked
+	// before every command and every write, with the diff).
+	Approval ApprovalMode
+	// Approve decides one call in confirm mode; required there. A refusal
+	// is told to the model and ends the run with permission_denied.
+	Approve Approver
+	// PlanFirst runs a planning phase before the work: only the read-only
+	// tools until the model calls finish with its plan, then every tool
+	// (plan-then-execute). Outcome.Plan keeps the plan.
+	PlanFirst bool
+	Verify    VerifyPolicy
 	// Protocol is "tools" (default) or "text".
 	Protocol string
 	// OnEvent receives progress events; may be nil. Called from the run's
@@ -135,6 +147,9 @@ type Run struct {
 	Trajectory io.Writer
 	// Secrets are redacted from the trajectory and events.
 	Secrets []string
+
+	// subAgent marks a research sub-run (its prompts differ).
+	subAgent bool
 }
 
 // Outcome is how a run ended. The partial work is in the workspace whatever
@@ -165,6 +180,12 @@ type Outcome struct {
 	FileHistory map[string][]FileVersion
 	// Duration is the run's wall-clock time.
 	Duration time.Duration
+	// Diff is the workspace's diff from its base when the run ended (the
+	// partial work, whatever the reason); empty without a Workspace, when
+	// nothing changed, or when the run was cancelled.
+	Diff string
+	// Plan is the plan the model made in the planning phase (PlanFirst).
+	Plan string
 }
 
 // FileVersion is one write of one file: its content before and after. Nil
@@ -218,6 +239,15 @@ type Config struct {
 	Compaction CompactionConfig
 	// Recovery tunes error recovery and loop detection.
 	Recovery RecoveryConfig
+	// Diagnostics tunes the checkers run after writes.
+	Diagnostics DiagnosticsConfig
+	// SubAgents offers the research tool (a read-only sub-run).
+	SubAgents SubAgentConfig
+	// ProjectInstructions are files of the repository whose content joins
+	// the system prompt as the project layer (default AGENTS.md and
+	// .wrench/instructions.md); NoProjectInstructions turns that off.
+	ProjectInstructions   []string
+	NoProjectInstructions bool
 	// ModelRetries is how often a retryable model error is retried
 	// (default 3); RetryBackoff is the first delay, doubled each time
 	// (default 1s), unless the server asked for a longer one.

@@ -3,9 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/wrenchworks/wrench/task"
@@ -31,9 +29,22 @@ type runState struct {
 	start time.Time
 	// deadline is the current wall-clock limit (zero: none).
 	deadline time.Time
+	// window is the model's context window in tokens.
+	window int
 
 	formatErrs   int
 	intentNudges int
+
+	// call is the tool call being run (for approval requests).
+	call ToolCall
+	// planning says the run is in its planning phase (PlanFirst); plan is
+	// the plan it ended with.
+	planning bool
+	plan     string
+	// envInfo is the environment the prompts describe (probed once).
+	envInfo *EnvInfo
+	diag    diagnostics
+	subRuns int
 
 	seen    map[string][32]byte // path -> content hash when last viewed or written
 	history map[string][]FileVersion
@@ -71,8 +82,15 @@ func (a *Agent) newState(ctx context.Context, r *Run) (*runState, error) {
 	case a.promptErr != nil:
 		return nil, a.promptErr
 	}
-	switch r.Protocol {
-	case "", ProtocolTools, ProtocolText:
+	caps := capabilitiesOf(r.Model)
+	protocol := r.Protocol
+	switch protocol {
+	case "":
+		protocol = ProtocolTools
+		if caps.NoToolCalling {
+			protocol = ProtocolText
+		}
+	case ProtocolTools, ProtocolText:
 	default:
 		return nil, fmt.Errorf("%w: protocol %q is not one of tools, text", ErrInvalidRun, r.Protocol)
 	}
@@ -86,32 +104,35 @@ func (a *Agent) newState(ctx context.Context, r *Run) (*runState, error) {
 	default:
 		return nil, fmt.Errorf("%w: verify policy %q is not one of finish, after_write, never", ErrInvalidRun, r.Verify)
 	}
-	tools, err := toolSet(r.Mode, r.AllowedTools)
+	if err := validApproval(r); err != nil {
+		return nil, err
+	}
+	if r.PlanFirst && (r.Mode == ModePlan || protocol == ProtocolText) {
+		return nil, fmt.Errorf("%w: PlanFirst needs the tools protocol and normal mode", ErrInvalidRun)
+	}
+	tools, err := a.toolSet(r.Mode, r.AllowedTools)
 	if err != nil {
 		return nil, err
 	}
-	if r.Protocol == ProtocolText && !slices.ContainsFunc(tools, func(t *tool) bool { return t.name == ToolBash }) {
+	if protocol == ProtocolText && !slices.ContainsFunc(tools, func(t *tool) bool { return t.name == ToolBash }) {
 		return nil, fmt.Errorf("%w: the text protocol needs the bash tool (not available in plan mode or without it in the allowlist)", ErrInvalidRun)
 	}
 	s := &runState{
-		a:         a,
-		r:         r,
-		tools:     tools,
-		toolIndex: make(map[string]*tool, len(tools)),
-		textMode:  r.Protocol == ProtocolText,
-		start:     a.cfg.Now(),
-		seen:      map[string][32]byte{},
-		history:   map[string][]FileVersion{},
-		rec:       newRecovery(a.cfg.Recovery.AttemptBudget),
-		loops:     newLoopDetector(a.cfg.Recovery.LoopWindow, a.cfg.Recovery.LoopRepeats),
+		a:        a,
+		r:        r,
+		textMode: protocol == ProtocolText,
+		start:    time.Now(), // monotonic: Config.Now may be pinned
+		window:   a.cfg.contextWindow(r.ModelName, caps.ContextWindow),
+		seen:     map[string][32]byte{},
+		history:  map[string][]FileVersion{},
+		rec:      newRecovery(a.cfg.Recovery.AttemptBudget),
+		loops:    newLoopDetector(a.cfg.Recovery.LoopWindow, a.cfg.Recovery.LoopRepeats),
 	}
-	for _, t := range tools {
-		s.toolIndex[t.name] = t
-		s.specs = append(s.specs, t.spec())
+	if r.PlanFirst {
+		s.planning = true
+		tools, _ = a.toolSet(ModePlan, r.AllowedTools)
 	}
-	if s.textMode {
-		s.specs = nil
-	}
+	s.setTools(tools)
 	s.lim = effectiveLimits{
 		turns:     turnLimit(r.Limits),
 		costUSD:   r.Limits.MaxCostUSD,
@@ -142,111 +163,6 @@ func turnLimit(l Limits) int {
 		return l.HardTurnCap
 	}
 	return DefaultHardTurnCap
-}
-
-// initMessages builds the system prompt (with the environment) and the
-// instance message, or adopts the given history.
-func (s *runState) initMessages(ctx context.Context) error {
-	data := s.promptData(ctx)
-	sysT := s.a.prompts.system
-	if s.textMode {
-		sysT = s.a.prompts.textSystem
-	}
-	sys, err := render(sysT, data)
-	if err != nil {
-		return err
-	}
-	env, err := render(s.a.prompts.environment, data)
-	if err != nil {
-		return err
-	}
-	inst, err := render(s.a.prompts.instance, data)
-	if err != nil {
-		return err
-	}
-	system := Message{Role: RoleSystem, Content: sys + "\n\n" + env}
-	if len(s.r.History) > 0 {
-		s.msgs = make([]Message, 0, len(s.r.History)+32)
-		if s.r.History[0].Role != RoleSystem {
-			s.msgs = append(s.msgs, system)
-		}
-		s.msgs = append(s.msgs, s.r.History...)
-		s.pinned = min(2, len(s.msgs))
-		s.traj.write(Record{Kind: RecordRunStart, TaskID: s.r.Task.ID, Model: s.r.ModelName, Protocol: s.protocol(), Mode: s.modeName()})
-		for i := range s.msgs {
-			s.traj.message(0, &s.msgs[i])
-		}
-		return nil
-	}
-	s.msgs = make([]Message, 0, 64)
-	s.traj.write(Record{Kind: RecordRunStart, TaskID: s.r.Task.ID, Model: s.r.ModelName, Protocol: s.protocol(), Mode: s.modeName()})
-	s.appendMsg(system)
-	s.appendMsg(Message{Role: RoleUser, Content: inst})
-	s.pinned = 2
-	return nil
-}
-
-func (s *runState) protocol() string {
-	if s.textMode {
-		return ProtocolText
-	}
-	return ProtocolTools
-}
-
-func (s *runState) modeName() string {
-	if s.r.Mode == ModePlan {
-		return "plan"
-	}
-	return "normal"
-}
-
-// promptData is what the prompt templates may use.
-func (s *runState) promptData(ctx context.Context) map[string]any {
-	info := s.r.EnvInfo
-	if info == nil {
-		info = probeEnv(ctx, s.r.Env)
-	}
-	names := make([]string, len(s.tools))
-	for i, t := range s.tools {
-		names[i] = t.name
-	}
-	return map[string]any{
-		"Task":             s.r.Task.Instruction,
-		"TaskID":           s.r.Task.ID,
-		"TestCommand":      s.r.Task.TestCommand,
-		"Workspace":        WorkspaceRoot,
-		"GitState":         info.GitState,
-		"OS":               info.OS,
-		"Date":             s.a.cfg.Now().Format("2006-01-02"),
-		"Mode":             s.modeName(),
-		"PlanMode":         s.r.Mode == ModePlan,
-		"TextMode":         s.textMode,
-		"Tools":            names,
-		"MaxOutputChars":   s.a.cfg.MaxOutputChars,
-		"CompletionMarker": CompletionMarker,
-	}
-}
-
-// probeCommand asks the sandbox for its git state and platform in one exec.
-const probeCommand = `b=$(git rev-parse --abbrev-ref HEAD 2>/dev/null) && { n=$(git status --porcelain 2>/dev/null | wc -l); echo "git: branch $b, $n changed files"; } || echo "git: not a git repository"; echo "os: $(uname -sm 2>/dev/null)"`
-
-func probeEnv(ctx context.Context, env Env) *EnvInfo {
-	info := &EnvInfo{GitState: "unknown", OS: runtime.GOOS}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	res, err := env.Exec(pctx, ExecRequest{Command: probeCommand, Timeout: 10 * time.Second, MaxOutput: 4096})
-	if err != nil || res.ExitCode != 0 {
-		return info
-	}
-	for _, line := range strings.Split(string(res.Output), "\n") {
-		if v, ok := strings.CutPrefix(line, "git: "); ok {
-			info.GitState = strings.TrimSpace(v)
-		}
-		if v, ok := strings.CutPrefix(line, "os: "); ok && strings.TrimSpace(v) != "" {
-			info.OS = strings.TrimSpace(v)
-		}
-	}
-	return info
 }
 
 // appendMsg adds a message to the history and the trajectory.

@@ -93,12 +93,21 @@ func (s *runState) textTurn(parent, ctx context.Context, resp ModelResponse) *en
 	s.emit(task.Event{Kind: task.EventToolCall, Tool: ToolBash, Text: actions[0]})
 	s.traj.call(s.turn, call)
 	start := time.Now()
+	s.call = call
 	res := runBash(ctx, s, json.RawMessage(argText))
 	s.usage.ToolCalls++
-	s.traj.result(s.turn, call, res.output, res.isError, time.Since(start))
-	if res.fatal != nil {
+	if res.raw == "" {
+		res.raw = res.output
+	}
+	s.traj.result(s.turn, call, &res, time.Since(start))
+	switch {
+	case res.fatal != nil:
 		s.appendMsg(Message{Role: RoleUser, Content: "The command was interrupted."})
 		return s.stopFor(parent, res.fatal)
+	case res.denied:
+		s.appendMsg(Message{Role: RoleUser, Content: res.output})
+		s.emit(task.Event{Kind: task.EventToolResult, Tool: ToolBash, Text: res.output, IsError: true})
+		return &ending{reason: StopDenied, err: res.deniedErr}
 	}
 	if res.exec == nil { // an argument problem; cannot happen with a parsed block
 		s.appendMsg(Message{Role: RoleUser, Content: res.output})

@@ -22,6 +22,8 @@ const (
 	ToolPatch         = "patch"
 	ToolSearchReplace = "search_replace"
 	ToolFinish        = "finish"
+	// ToolResearch is optional (Config.SubAgents): a read-only sub-run.
+	ToolResearch = "research"
 )
 
 // tool is one built-in tool.
@@ -31,13 +33,16 @@ type tool struct {
 	params   string   // JSON Schema of the arguments object
 	required []string // argument names that must be present
 	readOnly bool     // available in plan mode
+	optional bool     // offered only when enabled or allowlisted
 	// run executes a call whose arguments parsed.
 	run func(ctx context.Context, s *runState, args json.RawMessage) toolResult
 }
 
 // toolResult is what one tool call produced.
 type toolResult struct {
-	output  string // the text sent to the model
+	output string // the text sent to the model
+	// display is the text shown to people (events); empty means output.
+	display string
 	isError bool
 	// raw is output before recovery notes were added; it is what the
 	// trajectory records and replay compares.
@@ -58,6 +63,10 @@ type toolResult struct {
 	exec *ExecResult
 	// cmd is the bash command, for recovery bookkeeping.
 	cmd string
+	// denied says a person refused the call (ApproveConfirm); deniedErr is
+	// the Approver's error, if it failed.
+	denied    bool
+	deniedErr error
 }
 
 func errorResult(format string, args ...any) toolResult {
@@ -76,7 +85,7 @@ var registry = func() map[string]*tool {
 	m := map[string]*tool{}
 	for _, t := range []*tool{
 		bashTool, viewTool, lsTool, globTool, grepTool,
-		editTool, writeTool, patchTool, searchReplaceTool, finishTool,
+		editTool, writeTool, patchTool, searchReplaceTool, researchTool, finishTool,
 	} {
 		m[t.name] = t
 	}
@@ -84,11 +93,13 @@ var registry = func() map[string]*tool {
 }()
 
 // toolOrder is the order tools are offered to the model.
-var toolOrder = []string{ToolView, ToolLs, ToolGlob, ToolGrep, ToolBash, ToolEdit, ToolWrite, ToolPatch, ToolSearchReplace, ToolFinish}
+var toolOrder = []string{ToolView, ToolLs, ToolGlob, ToolGrep, ToolBash, ToolEdit, ToolWrite, ToolPatch, ToolSearchReplace, ToolResearch, ToolFinish}
 
 // toolSet picks the tools a run may use: all, or the read-only ones in plan
-// mode, intersected with the allowlist; finish is always there.
-func toolSet(mode Mode, allowed []string) ([]*tool, error) {
+// mode, intersected with the allowlist; finish is always there. Optional
+// tools (research) are offered only when enabled or named in the
+// allowlist.
+func toolSet(mode Mode, allowed []string, enabled map[string]bool) ([]*tool, error) {
 	for _, name := range allowed {
 		if registry[name] == nil {
 			return nil, fmt.Errorf("%w: unknown tool %q in the allowlist", ErrInvalidRun, name)
@@ -97,10 +108,12 @@ func toolSet(mode Mode, allowed []string) ([]*tool, error) {
 	var out []*tool
 	for _, name := range toolOrder {
 		t := registry[name]
-		if mode == ModePlan && !t.readOnly {
+		switch {
+		case mode == ModePlan && !t.readOnly:
 			continue
-		}
-		if name != ToolFinish && len(allowed) > 0 && !slices.Contains(allowed, name) {
+		case t.optional && !enabled[name] && !slices.Contains(allowed, name):
+			continue
+		case name != ToolFinish && len(allowed) > 0 && !slices.Contains(allowed, name):
 			continue
 		}
 		out = append(out, t)
@@ -108,18 +121,39 @@ func toolSet(mode Mode, allowed []string) ([]*tool, error) {
 	return out, nil
 }
 
+// toolSet is toolSet with the optional tools the Agent's configuration
+// enables.
+func (a *Agent) toolSet(mode Mode, allowed []string) ([]*tool, error) {
+	return toolSet(mode, allowed, map[string]bool{ToolResearch: a.cfg.SubAgents.Enabled})
+}
+
 // Tools returns the specs of the tools a run in mode with the allowlist
-// would offer the model.
+// would offer the model (optional tools only when the allowlist names
+// them; Agent.Tools also counts the configuration).
 func Tools(mode Mode, allowed []string) ([]ToolSpec, error) {
-	ts, err := toolSet(mode, allowed)
+	ts, err := toolSet(mode, allowed, nil)
 	if err != nil {
 		return nil, err
 	}
+	return specsOf(ts), nil
+}
+
+// Tools returns the specs of the tools a run of this Agent in mode with
+// the allowlist would offer the model.
+func (a *Agent) Tools(mode Mode, allowed []string) ([]ToolSpec, error) {
+	ts, err := a.toolSet(mode, allowed)
+	if err != nil {
+		return nil, err
+	}
+	return specsOf(ts), nil
+}
+
+func specsOf(ts []*tool) []ToolSpec {
 	specs := make([]ToolSpec, len(ts))
 	for i, t := range ts {
 		specs[i] = t.spec()
 	}
-	return specs, nil
+	return specs
 }
 
 func (t *tool) spec() ToolSpec {
@@ -170,6 +204,7 @@ func (s *runState) dispatch(ctx context.Context, call ToolCall) toolResult {
 		}
 		return formatError("unknown tool %q. Available tools: %s.", call.Name, strings.Join(names, ", "))
 	}
+	s.call = call
 	var fields map[string]json.RawMessage
 	raw := strings.TrimSpace(call.Arguments)
 	if raw == "" {

@@ -13,6 +13,9 @@ import (
 // command's output; the model sees at most Config.MaxOutputChars of it.
 const execOutputCap = 1 << 20
 
+// displayChars caps what people are shown of a long tool output.
+const displayChars = 2000
+
 var bashTool = &tool{
 	name: ToolBash,
 	desc: "Run a shell command (bash -c) in the workspace and return its exit code and combined stdout and stderr. Each call is a fresh shell: cd and exported variables do not persist. Long output keeps its head and tail; narrow the command (grep, head, tail) when it is cut. The sandbox has no network unless the task allows it.",
@@ -39,6 +42,9 @@ func runBash(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if a.TimeoutS > 0 {
 		timeout = min(time.Duration(a.TimeoutS*float64(time.Second)), s.a.cfg.MaxCommandTimeout)
 	}
+	if r := s.approve(ctx, ApprovalRequest{Call: s.call, Command: a.Command}); r != nil {
+		return *r
+	}
 	res, err := s.r.Env.Exec(ctx, ExecRequest{Command: a.Command, Timeout: timeout, MaxOutput: execOutputCap})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -48,6 +54,7 @@ func runBash(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	}
 	return toolResult{
 		output:   formatExec(res, timeout, s.a.cfg.MaxOutputChars),
+		display:  formatExec(res, timeout, displayChars),
 		isError:  res.ExitCode != 0 || res.TimedOut,
 		mayWrite: true,
 		exec:     &res,

@@ -92,7 +92,7 @@ func runView(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if end < len(lines) {
 		b = fmt.Appendf(b, "(showing lines %d-%d of %d; view with offset=%d for more)\n", start, end, len(lines), end+1)
 	}
-	return toolResult{output: strings.TrimRight(string(b), "\n")}
+	return toolResult{output: strings.TrimRight(string(b), "\n"), display: fmt.Sprintf("viewed %s: lines %d-%d of %d", p, start, end, len(lines))}
 }
 
 var lsTool = &tool{
@@ -115,6 +115,11 @@ func runLs(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if err != nil {
 		return errorResult("%v", err)
 	}
+	return runLsPath(ctx, s, p)
+}
+
+// runLsPath lists one clean workspace path.
+func runLsPath(ctx context.Context, s *runState, p string) toolResult {
 	infos, err := s.r.Env.ListDir(ctx, p)
 	if err != nil {
 		return s.envFailure(ctx, "ls "+p, err)
@@ -143,7 +148,7 @@ func runLs(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if n == 0 {
 		return toolResult{output: p + " is empty."}
 	}
-	return toolResult{output: strings.TrimRight(b.String(), "\n")}
+	return toolResult{output: strings.TrimRight(b.String(), "\n"), display: fmt.Sprintf("listed %s: %d entries", p, len(infos))}
 }
 
 var globTool = &tool{
@@ -186,7 +191,7 @@ func runGlob(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if more > 0 {
 		out += fmt.Sprintf("\n[... %d more matches not shown: narrow the pattern]", more)
 	}
-	return toolResult{output: out}
+	return toolResult{output: out, display: fmt.Sprintf("glob %s: %d paths", a.Pattern, len(paths)+more)}
 }
 
 var grepTool = &tool{
@@ -242,7 +247,7 @@ func runGrep(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if len(matches) >= maxGrepMatches {
 		fmt.Fprintf(&b, "[stopped at %d matches: narrow the pattern, the path or include]\n", maxGrepMatches)
 	}
-	return toolResult{output: capOutput(strings.TrimRight(b.String(), "\n"), s.a.cfg.MaxOutputChars, 0)}
+	return toolResult{output: capOutput(strings.TrimRight(b.String(), "\n"), s.a.cfg.MaxOutputChars, 0), display: fmt.Sprintf("grep %s: %d matches", a.Pattern, len(matches))}
 }
 
 // envFailure turns an Env error into a tool result: cancellation and

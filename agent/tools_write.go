@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -165,6 +166,19 @@ func runPatch(ctx context.Context, s *runState, raw json.RawMessage) toolResult 
 		}
 		if r := s.checkFresh(p, c.Before); r != nil {
 			r.output += " Nothing was changed."
+			return *r
+		}
+	}
+	if s.r.Approval == ApproveConfirm {
+		req := ApprovalRequest{Call: s.call}
+		var all strings.Builder
+		for _, c := range changes {
+			d, _, _ := editformat.UnifiedDiff(cmp.Or(c.Path, c.From), c.Before, c.After)
+			req.Paths = append(req.Paths, changeName(cmp.Or(c.From, c.Path), c.Path))
+			all.WriteString(d)
+		}
+		req.Diff = all.String()
+		if r := s.approve(ctx, req); r != nil {
 			return *r
 		}
 	}
@@ -350,12 +364,15 @@ func (s *runState) writeFile(ctx context.Context, toolName, p string, before, af
 	if after == nil {
 		after = []byte{}
 	}
+	diff, added, removed := editformat.UnifiedDiff(p, before, after)
+	if r := s.approve(ctx, ApprovalRequest{Call: s.call, Paths: []string{p}, Diff: diff}); r != nil {
+		return *r
+	}
 	if err := s.r.Env.WriteFile(ctx, p, after, 0); err != nil {
 		return s.envFailure(ctx, "write "+p, err)
 	}
 	s.recordWrite(p, toolName, before, after)
 	s.markSeen(p, after)
-	diff, added, removed := editformat.UnifiedDiff(p, before, after)
 	verb := "Edited"
 	if before == nil {
 		verb = "Created"

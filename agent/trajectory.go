@@ -25,6 +25,8 @@ const (
 	RecordVerify     RecordKind = "verify"      // a run of the test command
 	RecordCompaction RecordKind = "compaction"  // history compacted
 	RecordLimit      RecordKind = "limit"       // a limit was reached
+	RecordApproval   RecordKind = "approval"    // a person approved or denied a call (note)
+	RecordPlan       RecordKind = "plan"        // the planning phase ended with this plan (note)
 	RecordOutcome    RecordKind = "outcome"     // how the run ended
 )
 
@@ -51,6 +53,9 @@ type Record struct {
 	// compares it.
 	Output  string `json:"output,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
+	// Display is what people were shown of a tool result, when it differs
+	// from Output.
+	Display string `json:"display,omitempty"`
 
 	Usage    *TokenUsage   `json:"usage,omitempty"`
 	CostUSD  float64       `json:"cost_usd,omitempty"`
@@ -120,11 +125,15 @@ func (t *trajectory) call(turn int, c ToolCall) {
 	t.write(Record{Kind: RecordToolCall, Turn: turn, Call: &c})
 }
 
-func (t *trajectory) result(turn int, c ToolCall, output string, isError bool, d time.Duration) {
+func (t *trajectory) result(turn int, c ToolCall, res *toolResult, d time.Duration) {
 	if t == nil {
 		return
 	}
-	t.write(Record{Kind: RecordToolResult, Turn: turn, Call: &c, Output: output, IsError: isError, Duration: d})
+	r := Record{Kind: RecordToolResult, Turn: turn, Call: &c, Output: res.raw, IsError: res.isError, Duration: d}
+	if res.display != "" && res.display != res.raw {
+		r.Display = res.display
+	}
+	t.write(r)
 }
 
 func (t *trajectory) outcome(turn int, o *Outcome) {

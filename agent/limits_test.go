@@ -228,3 +228,23 @@ func TestNoGoroutineLeaks(t *testing.T) {
 		t.Errorf("goroutines: %d before, %d after\n%s", before, after, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+func TestOnLimitExtendsTheWallClock(t *testing.T) {
+	env := memenv.New(nil)
+	env.Handle("make slow", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+		<-ctx.Done() // only the wall-clock limit ends it
+		return agent.ExecResult{}, ctx.Err()
+	})
+	var asked []agent.StopReason
+	r, m := newRun(env, calls(call("bash", map[string]any{"command": "make slow"})), finish("ok"))
+	r.Task.TestCommand = ""
+	r.Limits.Timeout = 20 * time.Millisecond
+	r.OnLimit = func(reason agent.StopReason) bool {
+		asked = append(asked, reason)
+		return len(asked) == 1
+	}
+	out, _ := agent.New(agent.Config{}).Run(context.Background(), r)
+	if out.Reason != agent.StopFinished || len(m.requests()) != 2 || len(asked) != 1 || asked[0] != agent.StopTimeout {
+		t.Errorf("reason %s after %d model calls; asked %v", out.Reason, len(m.requests()), asked)
+	}
+}

@@ -180,3 +180,29 @@ func TestLoopDetection(t *testing.T) {
 		}
 	})
 }
+
+func TestSuccessOfAFailedCommandEndsTheSubtask(t *testing.T) {
+	env := memenv.New(map[string]string{"a.go": "v0\n"})
+	n := 0
+	env.Handle("go build", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+		n++
+		if n == 3 { // the third build passes: the subtask is done
+			return agent.ExecResult{}, nil
+		}
+		return agent.ExecResult{ExitCode: 1, Output: []byte(fmt.Sprintf("./a.go:1:1: undefined: sym%c\n", 'a'+n))}, nil
+	})
+	var replies []reply
+	replies = append(replies, calls(view("a.go")))
+	for i := 0; i < 4; i++ {
+		replies = append(replies, calls(edit("a.go", fmt.Sprintf("v%d", i), fmt.Sprintf("v%d", i+1)), call("bash", map[string]any{"command": "go build"})))
+	}
+	r, _ := newRun(env, append(replies, finish("x"))...)
+	r.Task.TestCommand = ""
+	out, _ := agent.New(agent.Config{Recovery: agent.RecoveryConfig{AttemptBudget: 3}}).Run(context.Background(), r)
+	// Failures 1, 2, (pass), 4: the budget of 3 is never used up.
+	for _, m := range toolResults(out.Messages) {
+		if strings.Contains(m.Content, "completely different strategy") {
+			t.Errorf("nudged although the build passed in between:\n%s", m.Content)
+		}
+	}
+}

@@ -290,7 +290,7 @@ func TestBashOutputKeepsHeadAndTail(t *testing.T) {
 	if !strings.Contains(got, "HEAD") || !strings.Contains(got, "TAIL") || !strings.Contains(got, "characters omitted") || !strings.Contains(got, "narrow the command") {
 		t.Errorf("truncated output lacks head, tail or notice: %.200q…", got)
 	}
-	if len(got) > 10_500 {
-		t.Errorf("output is %d characters, want about 10,000", len(got))
+	if len(got) < 10_000 || len(got) > 10_500 {
+		t.Errorf("output is %d characters, want about 10,000 (the default)", len(got))
 	}
 }

@@ -106,3 +106,28 @@ func TestReplay(t *testing.T) {
 		}
 	})
 }
+
+func TestEventsAreRedacted(t *testing.T) {
+	env := memenv.New(nil)
+	env.Handle("env", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+		return agent.ExecResult{Output: []byte("API_KEY=" + secret + "\n")}, nil
+	})
+	var rec recorder
+	r, _ := newRun(env, calls(call("bash", map[string]any{"command": "env"})), finish("ok"))
+	r.Task.TestCommand = ""
+	r.OnEvent = rec.on
+	r.Secrets = []string{secret}
+	if _, err := agent.New(agent.Config{}).Run(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	saw := false
+	for _, e := range rec.events {
+		if strings.Contains(e.Text, secret) {
+			t.Errorf("%s event leaks the secret: %q", e.Kind, e.Text)
+		}
+		saw = saw || strings.Contains(e.Text, "API_KEY=[REDACTED]")
+	}
+	if !saw {
+		t.Errorf("no event shows the redacted output")
+	}
+}

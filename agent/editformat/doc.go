@@ -19,6 +19,8 @@
 // The Codex fixtures (conformance/codex-apply-patch) pass, with three
 // deliberate divergences, listed in the conformance README: Wrench's patch is
 // all-or-nothing and never overwrites a file it was not told to update.
+// With [PatchOptions].Codex set the three behave as Codex does, and all 23
+// fixtures produce Codex's expected trees; the patch tool does not set it.
 //
 //   - Add File onto an existing path is refused (Codex overwrites: 011).
 //   - Update File with Move to onto an existing path is refused (010).

@@ -60,6 +60,12 @@ type PatchOptions struct {
 	// above it is refused with [ErrTooFuzzy]. 0 means [DefaultMaxFuzz];
 	// [MaxFuzzExact] (any negative value) means exact matches only.
 	MaxFuzz int
+	// Codex reproduces Codex's own behaviour where Wrench is stricter: Add
+	// File and Move to overwrite an existing file, and when an operation
+	// fails the changes of the operations before it are returned along with
+	// the error (Codex is not atomic). The patch tool never sets it; it
+	// exists so the Codex fixtures can be checked as Codex runs them.
+	Codex bool
 }
 
 func (o PatchOptions) maxFuzz() int {
@@ -85,7 +91,8 @@ type vfile struct {
 // (an [*OpError], or a [*PatchError] for malformed text) names the operation
 // and its path. It never overwrites implicitly: Add File onto an existing
 // path and Move to onto an existing path are refused with an error wrapping
-// fs.ErrExist that names the conflicting path.
+// fs.ErrExist that names the conflicting path. [PatchOptions].Codex relaxes
+// both, as Codex does.
 func ApplyPatch(text string, read FileReader, opts PatchOptions) ([]Change, error) {
 	p, err := ParsePatch(text)
 	if err != nil {
@@ -120,43 +127,53 @@ func ApplyPatch(text string, read FileReader, opts PatchOptions) ([]Change, erro
 
 	changes := make([]Change, 0, len(p.Ops))
 	for i, op := range p.Ops {
-		fail := func(err error) error {
-			return &OpError{Op: i + 1, Kind: op.Kind, Path: op.Path, MoveTo: op.MoveTo, Err: err}
+		fail := func(err error) ([]Change, error) {
+			err = &OpError{Op: i + 1, Kind: op.Kind, Path: op.Path, MoveTo: op.MoveTo, Err: err}
+			if opts.Codex && len(changes) > 0 {
+				return changes, err
+			}
+			return nil, err
 		}
 		f, err := get(op.Path)
 		if err != nil {
-			return nil, fail(err)
+			return fail(err)
 		}
 		switch op.Kind {
 		case OpAdd:
-			if f.exists {
-				return nil, fail(fmt.Errorf("%s: %w; use Update File to change it", op.Path, fs.ErrExist))
+			var before []byte
+			switch {
+			case f.exists && !opts.Codex:
+				return fail(fmt.Errorf("%s: %w; use Update File to change it", op.Path, fs.ErrExist))
+			case f.isDir:
+				return fail(fmt.Errorf("%s: %w, not a file", op.Path, ErrIsDir))
+			case f.exists:
+				before = f.data
 			}
 			content := append([]byte{}, op.Content...)
 			set(op.Path, content)
-			changes = append(changes, Change{Path: op.Path, After: content})
+			changes = append(changes, Change{Path: op.Path, Before: before, After: content})
 		case OpDelete:
 			if err := checkExisting(op.Path, f); err != nil {
-				return nil, fail(err)
+				return fail(err)
 			}
 			set(op.Path, nil)
 			changes = append(changes, Change{Path: op.Path, Before: f.data})
 		case OpUpdate:
 			if err := checkExisting(op.Path, f); err != nil {
-				return nil, fail(err)
+				return fail(err)
 			}
 			after, fuzz, err := applyChunks(f.data, op.Chunks, opts.maxFuzz())
 			if err != nil {
-				return nil, fail(err)
+				return fail(err)
 			}
 			c := Change{Path: op.Path, Before: f.data, After: after, Fuzz: fuzz}
 			if op.MoveTo != "" && path.Clean(op.MoveTo) != path.Clean(op.Path) {
 				dest, err := get(op.MoveTo)
 				if err != nil {
-					return nil, fail(err)
+					return fail(err)
 				}
-				if dest.exists {
-					return nil, fail(fmt.Errorf("move destination %s: %w; delete it first or move elsewhere",
+				if dest.isDir || (dest.exists && !opts.Codex) {
+					return fail(fmt.Errorf("move destination %s: %w; delete it first or move elsewhere",
 						op.MoveTo, fs.ErrExist))
 				}
 				set(op.Path, nil)

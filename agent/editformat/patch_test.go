@@ -363,3 +363,27 @@ func TestParsePatchErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestApplyPatchCodexMode(t *testing.T) {
+	read := mapReader(map[string]string{"a.txt": "old\n", "b.txt": "b\n"})
+	add := "*** Begin Patch\n*** Add File: a.txt\n+new\n*** End Patch\n"
+	move := "*** Begin Patch\n*** Update File: a.txt\n*** Move to: b.txt\n@@\n-old\n+moved\n*** End Patch\n"
+	partial := "*** Begin Patch\n*** Add File: c.txt\n+c\n*** Update File: missing.txt\n@@\n-x\n+y\n*** End Patch\n"
+	for _, text := range []string{add, move, partial} {
+		if ch, err := ApplyPatch(text, read, PatchOptions{}); err == nil || ch != nil {
+			t.Errorf("strict mode accepted %q: %v %v", text, ch, err)
+		}
+	}
+	ch, err := ApplyPatch(add, read, PatchOptions{Codex: true})
+	if err != nil || len(ch) != 1 || string(ch[0].Before) != "old\n" || string(ch[0].After) != "new\n" {
+		t.Errorf("codex add over a file: %+v %v", ch, err)
+	}
+	ch, err = ApplyPatch(move, read, PatchOptions{Codex: true})
+	if err != nil || len(ch) != 1 || ch[0].Path != "b.txt" || ch[0].From != "a.txt" || string(ch[0].After) != "moved\n" {
+		t.Errorf("codex move onto a file: %+v %v", ch, err)
+	}
+	ch, err = ApplyPatch(partial, read, PatchOptions{Codex: true})
+	if err == nil || len(ch) != 1 || ch[0].Path != "c.txt" {
+		t.Errorf("codex partial failure: %+v %v", ch, err)
+	}
+}

@@ -12,6 +12,6 @@
 // is over, and only after [Config.Grace], so a task that is starting is
 // never raced.
 //
-// Call [Reaper.Sweep] once at start-up (before taking work) and run
+// Call [Reaper.Sweep] once at start-up (before taking work), then run
 // [Reaper.Run] in the background for the life of the process.
 package reaper

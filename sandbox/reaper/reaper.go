@@ -143,19 +143,20 @@ func New(cfg Config) (*Reaper, error) {
 	return &Reaper{cfg: cfg}, nil
 }
 
-// Run sweeps now and then every Interval until ctx is done, logging
-// failures (the next sweep retries them). It returns when ctx is done.
+// Run sweeps every Interval until ctx is done, logging failures (the next
+// sweep retries them). Call Sweep first for a sweep at start-up. It
+// returns when ctx is done.
 func (r *Reaper) Run(ctx context.Context) {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
-		if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
-			r.cfg.Logger.Warn("reaper sweep failed", "err", err)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("reaper sweep failed", "err", err)
 		}
 	}
 }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestKilledRunIsReapedOnNextStart SIGKILLs `wrench run` while its agent
+// runs `sleep 60` in the sandbox, checks the crash left a container and a
+// workspace behind, and then shows the next `wrench run` of the same
+// deployment ends with none of either.
+func TestKilledRunIsReapedOnNextStart(t *testing.T) {
+	requireImage(t)
+	repo := gitRepo(t, "go-calc")
+	data := t.TempDir()
+	workspaces := filepath.Join(data, "workspaces")
+	deployment := fmt.Sprintf("test-reap-%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		if n := containersOf(t, deployment); n != 0 {
+			exec.Command("sh", "-c", "docker rm -f $(docker ps -aq --filter label=dev.wrench.deployment="+deployment+")").Run()
+		}
+	})
+	script := filepath.Join(t.TempDir(), "sleep.yaml")
+	if err := os.WriteFile(script, []byte(`steps:
+  - tool_calls:
+      - name: bash
+        arguments: {command: "echo sleeping; sleep 60", timeout_s: 120}
+  - tool_calls:
+      - name: finish
+        arguments: {summary: "slept"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	victim := exec.CommandContext(ctx, wrenchBin, "run", "--repo", repo, "--task", "Sleep.", "--test", "go test ./...",
+		"--model", "scripted:"+script, "--data-dir", data, "--deployment", deployment, "--quiet")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the agent's command runs inside the sandbox.
+	for !sleeping(t, deployment) {
+		if ctx.Err() != nil {
+			victim.Process.Kill()
+			victim.Wait()
+			t.Fatal("the sandbox never ran the scripted sleep")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := victim.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	victim.Wait()
+	if n, w := containersOf(t, deployment), entries(t, workspaces); n != 1 || w != 1 {
+		t.Fatalf("after SIGKILL: %d containers and %d workspaces, want the crash to leave 1 and 1", n, w)
+	}
+
+	fix := filepath.Join(moduleRoot(t), "examples", "go-calc", "fix.yaml")
+	_, stderr, code := runWrench(t, ctx, nil, "run", "--repo", repo, "--task", "Make the tests pass.", "--test", "go test ./...",
+		"--model", "scripted:"+fix, "--data-dir", data, "--deployment", deployment, "--out", filepath.Join(t.TempDir(), "fix.patch"))
+	if code != 0 {
+		t.Fatalf("next run: exit %d\n%s", code, stderr)
+	}
+	if n := containersOf(t, deployment); n != 0 {
+		t.Errorf("%d containers left after the next start", n)
+	}
+	if n := entries(t, workspaces); n != 0 {
+		t.Errorf("%d workspaces left after the next start", n)
+	}
+}
+
+// sleeping reports whether a container of deployment runs `sleep 60`.
+func sleeping(t *testing.T, deployment string) bool {
+	t.Helper()
+	out, err := exec.Command("docker", "ps", "-q", "--filter", "label=dev.wrench.deployment="+deployment).Output()
+	if err != nil || len(out) == 0 {
+		return false
+	}
+	id := string(out[:12])
+	top, err := exec.Command("docker", "top", id, "-o", "pid,args").Output()
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(top), "\n") {
+		if strings.HasSuffix(strings.TrimSpace(line), " sleep 60") {
+			return true
+		}
+	}
+	return false
+}

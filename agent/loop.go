@@ -103,6 +103,12 @@ func (s *runState) stopFor(parent context.Context, err error) *ending {
 func (s *runState) toolTurn(parent, ctx context.Context, resp ModelResponse) *ending {
 	msg := resp.Message
 	msg.Role = RoleAssistant
+	if len(msg.ToolCalls) == 0 && s.toolIndex[ToolSearchReplace] != nil {
+		if edits := fileEditCalls(msg.Content, s.turn); len(edits) > 0 {
+			msg.ToolCalls = edits
+			s.logEvent("the reply's %d <file-edit> block(s) run as search_replace calls", len(edits))
+		}
+	}
 	if len(msg.ToolCalls) == 0 {
 		s.appendMsg(msg)
 		return s.noToolCalls(resp)

@@ -439,3 +439,30 @@ func TestHistoryContinuesARun(t *testing.T) {
 		t.Errorf("reason %s, history sent %+v", out.Reason, msgs)
 	}
 }
+
+func TestFileEditBlocksInTextBecomeSearchReplaceCalls(t *testing.T) {
+	env := memenv.New(map[string]string{"calc.go": calcGo})
+	r, _ := newRun(env,
+		calls(view("calc.go")),
+		text("<chat>I will fix Add.</chat>\n<file-edit filePath=\"calc.go\">\n------- SEARCH\n\treturn a - b\n=======\n\treturn a + b\n+++++++ REPLACE\n</file-edit>"),
+		finish("fixed"),
+	)
+	r.Task.TestCommand = ""
+	out, _ := agent.New(agent.Config{}).Run(context.Background(), r)
+	if got, _ := env.File("calc.go"); out.Reason != agent.StopFinished || !strings.Contains(got, "return a + b") {
+		t.Fatalf("reason %s, calc.go %q", out.Reason, got)
+	}
+	asst := out.Messages[4]
+	res := toolResults(out.Messages)
+	if len(asst.ToolCalls) != 1 || asst.ToolCalls[0].Name != "search_replace" || res[1].ToolCallID != asst.ToolCalls[0].ID || !strings.HasPrefix(res[1].Content, "Edited calc.go: +1 -1") {
+		t.Errorf("assistant %+v, result %+v", asst, res[1])
+	}
+	// Without search_replace the reply is an ordinary last word.
+	env = memenv.New(map[string]string{"calc.go": calcGo})
+	r, _ = newRun(env, text("<file-edit filePath=\"calc.go\">\n------- SEARCH\nx\n=======\ny\n+++++++ REPLACE\n</file-edit>"))
+	r.AllowedTools = []string{"view"}
+	r.Task.TestCommand = ""
+	if out, _ := agent.New(agent.Config{}).Run(context.Background(), r); out.Reason != agent.StopNoToolCalls {
+		t.Errorf("reason %s", out.Reason)
+	}
+}

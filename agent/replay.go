@@ -52,7 +52,7 @@ func Replay(ctx context.Context, env Env, records []Record) (ReplayReport, error
 		return ReplayReport{}, fmt.Errorf("%w: nil Env", ErrInvalidRun)
 	}
 	a := New(Config{})
-	tools, _ := toolSet(ModeNormal, nil, nil)
+	tools, _ := toolSet(ModeNormal, nil, map[string]bool{ToolSearch: true})
 	s := &runState{
 		a:         a,
 		r:         &Run{Env: env},

@@ -243,6 +243,9 @@ type Config struct {
 	Diagnostics DiagnosticsConfig
 	// SubAgents offers the research tool (a read-only sub-run).
 	SubAgents SubAgentConfig
+	// CodeSearch offers the search tool (ranked code search); off by
+	// default.
+	CodeSearch bool
 	// ProjectInstructions are files of the repository whose content joins
 	// the system prompt as the project layer (default AGENTS.md and
 	// .wrench/instructions.md); NoProjectInstructions turns that off.

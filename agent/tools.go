@@ -24,6 +24,8 @@ const (
 	ToolFinish        = "finish"
 	// ToolResearch is optional (Config.SubAgents): a read-only sub-run.
 	ToolResearch = "research"
+	// ToolSearch is optional (Config.CodeSearch): ranked code search.
+	ToolSearch = "search"
 )
 
 // tool is one built-in tool.
@@ -85,7 +87,7 @@ var registry = func() map[string]*tool {
 	m := map[string]*tool{}
 	for _, t := range []*tool{
 		bashTool, viewTool, lsTool, globTool, grepTool,
-		editTool, writeTool, patchTool, searchReplaceTool, researchTool, finishTool,
+		editTool, writeTool, patchTool, searchReplaceTool, searchTool, researchTool, finishTool,
 	} {
 		m[t.name] = t
 	}
@@ -93,11 +95,11 @@ var registry = func() map[string]*tool {
 }()
 
 // toolOrder is the order tools are offered to the model.
-var toolOrder = []string{ToolView, ToolLs, ToolGlob, ToolGrep, ToolBash, ToolEdit, ToolWrite, ToolPatch, ToolSearchReplace, ToolResearch, ToolFinish}
+var toolOrder = []string{ToolView, ToolLs, ToolGlob, ToolGrep, ToolSearch, ToolBash, ToolEdit, ToolWrite, ToolPatch, ToolSearchReplace, ToolResearch, ToolFinish}
 
 // toolSet picks the tools a run may use: all, or the read-only ones in plan
 // mode, intersected with the allowlist; finish is always there. Optional
-// tools (research) are offered only when enabled or named in the
+// tools (research, search) are offered only when enabled or named in the
 // allowlist.
 func toolSet(mode Mode, allowed []string, enabled map[string]bool) ([]*tool, error) {
 	for _, name := range allowed {
@@ -124,7 +126,7 @@ func toolSet(mode Mode, allowed []string, enabled map[string]bool) ([]*tool, err
 // toolSet is toolSet with the optional tools the Agent's configuration
 // enables.
 func (a *Agent) toolSet(mode Mode, allowed []string) ([]*tool, error) {
-	return toolSet(mode, allowed, map[string]bool{ToolResearch: a.cfg.SubAgents.Enabled})
+	return toolSet(mode, allowed, map[string]bool{ToolResearch: a.cfg.SubAgents.Enabled, ToolSearch: a.cfg.CodeSearch})
 }
 
 // Tools returns the specs of the tools a run in mode with the allowlist

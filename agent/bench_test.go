@@ -114,3 +114,41 @@ func BenchmarkTurn(b *testing.B) {
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(b.N*benchTurns), "allocs/turn")
 	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N*benchTurns), "B/turn")
 }
+
+// BenchmarkCancel measures how long Run takes to return once its context
+// is cancelled while the model call, or a command, is blocked (both honour
+// ctx, as Model and Env must). The target is well under a second.
+func BenchmarkCancel(b *testing.B) {
+	for _, where := range []string{"model", "command"} {
+		b.Run(where, func(b *testing.B) {
+			a := agent.New(agent.Config{})
+			var lat []time.Duration
+			for i := 0; i < b.N; i++ {
+				env := memenv.New(nil)
+				started := make(chan struct{})
+				env.Handle("block", func(ctx context.Context, _ agent.ExecRequest) (agent.ExecResult, error) {
+					close(started)
+					<-ctx.Done()
+					return agent.ExecResult{}, ctx.Err()
+				})
+				var m agent.Model = &benchModel{replies: []agent.ModelResponse{calls(call("bash", map[string]any{"command": "block"})).resp}}
+				if where == "model" {
+					m = &blockingModel{started: started, ctxErr: make(chan error, 1)}
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan time.Time)
+				go func() {
+					_, _ = a.Run(ctx, &agent.Run{Task: task.Task{ID: "c"}, Model: m, Env: env, EnvInfo: envInfo, Verify: agent.VerifyNever})
+					done <- time.Now()
+				}()
+				<-started
+				t0 := time.Now()
+				cancel()
+				lat = append(lat, (<-done).Sub(t0))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns/cancel")
+			b.ReportMetric(float64(lat[len(lat)-1].Nanoseconds()), "max-ns/cancel")
+		})
+	}
+}

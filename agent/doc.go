@@ -25,10 +25,28 @@
 // not take (a colon or ellipsis at the end, "let me …", "I'll …"): those
 // get a nudge — the last kind at most twice in a row.
 //
+// A reply without tool calls that holds <file-edit filePath="..."> blocks
+// (seed 003's intent-to-action format) has them run as search_replace
+// calls instead.
+//
 // Every ending is an Outcome with a typed StopReason; the partial work stays
-// in the workspace. Cancelling ctx stops the model request and the running
-// command (both get ctx) and Run returns; Model and Env implementations
-// must honour ctx. Run starts no goroutines.
+// in the workspace and Outcome.Diff holds its diff (with a Workspace).
+// Cancelling ctx stops the model request and the running command (both get
+// ctx) and Run returns; Model and Env implementations must honour ctx. Run
+// starts no goroutines. A Model may report its Capabilities: one without
+// tool calling gets the text protocol, and its context window sizes
+// compaction.
+//
+// # Permissions and modes
+//
+// Run.Approval is yolo (the default: nothing asks) or confirm: Run.Approve
+// sees every command and every write, with its diff, before it happens; a
+// refusal is told to the model, the rest of the reply is not run, and the
+// run ends with permission_denied. PromptApprover asks on a terminal;
+// HumanModel is seed 002's human mode (a person types the commands). Plan
+// mode offers only the read-only tools; Run.PlanFirst starts in plan mode
+// and switches to every tool once the model's finish has recorded a plan
+// (Outcome.Plan).
 //
 // # Tools
 //
@@ -44,6 +62,18 @@
 // its head and tail (Config.MaxOutputChars, default 10,000) with a notice
 // advising a narrower command. Plan mode offers only view, ls, glob, grep
 // and finish; Run.AllowedTools narrows the set further (finish stays).
+// Two tools are optional, offered when the Config enables them or the
+// allowlist names them: research (Config.SubAgents) hands a question to a
+// read-only sub-run with a fresh context and returns its findings, its
+// usage counted in the run's; search (Config.CodeSearch) ranks files by
+// the distinct query terms they contain, rarer terms weighing more.
+//
+// After a write, a per-extension checker runs in the sandbox
+// (Config.Diagnostics; by default gofmt -e for Go and Python's ast parser,
+// syntax only) and its complaints are appended to the write's result. Tool
+// results have two contents: the model's (with recovery and verification
+// notes) and a shorter one for people, which tool_result events and the
+// trajectory's display field carry.
 //
 // # Recovery
 //
@@ -102,10 +132,15 @@
 // MinTurnsBetween turns apart, failed attempts included; a history that
 // still exceeds the window ends the run with context_window.
 //
-// Prompts are text/template with missingkey=error: system (role and rules),
-// instance (task and recommended workflow), environment (workspace, git
-// state, platform, date, test command), text_system and compaction; each
-// can be overridden by a file (LoadPromptSet).
+// Prompts are text/template with missingkey=error. The system message has
+// layers: system (role, rules and a SEARCH/REPLACE example) or text_system,
+// project (the repository's AGENTS.md and .wrench/instructions.md),
+// environment (workspace, git state, platform, date, test command) and
+// append (the operator's). The first user message is instance: the task,
+// the files and directories it @-mentions (a file shown whole counts as
+// viewed), and the recommended workflow. Each template can be overridden by
+// a file (LoadPromptSet). A continued History that holds a summary message
+// restarts from the latest one.
 //
 // # Text protocol
 //

@@ -170,8 +170,6 @@ type Capabilities struct {
 	// NoToolCalling says the model cannot call tools: a run that names no
 	// protocol drives it with the text protocol.
 	NoToolCalling bool
-	// Thinking says the model streams reasoning (StreamThinking deltas).
-	Thinking bool
 	// ContextWindow is the model's context in tokens (0: unknown);
 	// Config.ContextWindows overrides it.
 	ContextWindow int

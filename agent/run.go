@@ -160,7 +160,7 @@ type Outcome struct {
 	// or the last reply's text for end_turn).
 	Summary string
 	// Err is the underlying error for model_error, env_error and
-	// context_window.
+	// context_window, and the Approver's error for permission_denied.
 	Err      error
 	Usage    task.Usage
 	Messages []Message

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/docker/docker/client"
+
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/llm"
 	"github.com/wrenchworks/wrench/sandbox"
@@ -28,12 +30,14 @@ type commonFlags struct {
 	dataDir    string
 	deployment string
 	logLevel   string
+	runtime    string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, env *cliEnv) {
 	fs.StringVar(&c.dataDir, "data-dir", env.getenv("WRENCH_DATA_DIR"), "where workspaces, mirrors and state live (default ~/.cache/wrench)")
 	fs.StringVar(&c.deployment, "deployment", "local", "deployment name put on containers and workspaces (the reaper's scope)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
+	fs.StringVar(&c.runtime, "runtime", env.getenv("WRENCH_RUNTIME"), "OCI runtime of sandboxes, e.g. runsc for gVisor (default: the engine's)")
 }
 
 // resolvedDataDir is the data dir, defaulting to the user's cache directory.
@@ -99,9 +103,27 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 	if err != nil {
 		return nil, nil, fmt.Errorf("workspaces: %w", err)
 	}
-	prov, err := docker.New(ctx, docker.Config{Deployment: o.deployment, DefaultImage: defaultImage, Logger: log})
+	shim, err := installShim(dataDir)
 	if err != nil {
 		return nil, nil, err
+	}
+	dc, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, nil, &sandbox.Error{Kind: sandbox.ErrUnavailable, Op: "connect", Err: err}
+	}
+	prov, err := docker.New(ctx, docker.Config{Client: dc, Deployment: o.deployment, DefaultImage: defaultImage,
+		ShimPath: shim, Runtime: o.common.runtime, Logger: log})
+	if err != nil {
+		dc.Close()
+		return nil, nil, err
+	}
+	// Whatever a crashed wrench of this deployment left behind goes now,
+	// and again every minute while this one runs.
+	stopReap := startReaper(ctx, wsm, o.deployment, nil, log)
+	closeAll := func() {
+		stopReap()
+		_ = prov.Close()
+		_ = dc.Close()
 	}
 	var auth *workspace.Auth
 	if tok := firstNonEmpty(env.getenv("WRENCH_GIT_TOKEN"), env.getenv("GITHUB_TOKEN")); tok != "" {
@@ -115,15 +137,15 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 		Agent:        agent.New(agent.Config{Prices: prices.AgentPrices()}),
 		DefaultImage: firstNonEmpty(o.image, defaultImage),
 		Verify:       o.verify,
-		Sandbox:      worker.SandboxDefaults{Network: o.network},
+		Sandbox:      worker.SandboxDefaults{Network: o.network, Runtime: o.common.runtime},
 		Secrets:      secrets(env),
 		Logger:       log,
 	})
 	if err != nil {
-		_ = prov.Close()
+		closeAll()
 		return nil, nil, err
 	}
-	return w, func() { _ = prov.Close() }, nil
+	return w, closeAll, nil
 }
 
 // workspaceOpener adapts the go-git workspace manager to the worker,

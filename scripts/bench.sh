@@ -19,5 +19,6 @@ cat "$out.slow" "$out.fast" | go run ./tools/benchtable \
   -ratio 'Exec/shim=Exec/api_exec' \
   -ratio 'Exec/api_exec=Exec/cli_docker_exec' \
   -ratio 'FirstGoTest/prebuilt_cache=FirstGoTest/empty_cache' \
+  -ratio 'FirstGoTest/prebuilt_cache/net_http=FirstGoTest/empty_cache/net_http' \
   -ratio 'Clone/first=Clone/git_cli' \
   -ratio 'Clone/mirror=Clone/git_cli' | tee "$out"

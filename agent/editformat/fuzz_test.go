@@ -159,6 +159,18 @@ func FuzzApplyPatch(f *testing.F) {
 				checkDiffCounts(t, c.Path, c.Before, c.After)
 			}
 		}
+		// Codex mode may return the changes made before a failure.
+		changes, err := ApplyPatch(text, fuzzReader(content), PatchOptions{Codex: true})
+		var pe *PatchError
+		var oe *OpError
+		if err != nil && !errors.As(err, &pe) && !errors.As(err, &oe) {
+			t.Fatalf("codex mode: %v", err)
+		}
+		for _, c := range changes {
+			if c.Path == "" || c.Before == nil && c.After == nil {
+				t.Fatalf("codex mode: bad change %+v", c)
+			}
+		}
 	})
 }
 

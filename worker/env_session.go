@@ -27,7 +27,7 @@ func (w *Worker) WithEnv(ctx context.Context, t task.Task, fn func(ctx context.C
 		return err
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		_ = sb.Close(cctx)
 	}()

@@ -155,3 +155,68 @@ func fakeModels(err error) ModelOpener {
 }
 
 var errBoom = errors.New("boom")
+
+// OpenIn makes fakeWorkspaces a DirWorkspaces.
+func (f *fakeWorkspaces) OpenIn(ctx context.Context, id, dir string, repo task.Repo) (Workspace, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	w := &fakeWorkspace{dir: dir}
+	f.mu.Lock()
+	f.opened = append(f.opened, w)
+	f.mu.Unlock()
+	return w, nil
+}
+
+// onlyOpen hides OpenIn, for the check that a pool needs it.
+type onlyOpen struct{ w *fakeWorkspaces }
+
+func (o onlyOpen) Open(ctx context.Context, id string, repo task.Repo) (Workspace, error) {
+	return o.w.Open(ctx, id, repo)
+}
+
+// fakePool leases fakeSandboxes of its provider with directories of its own.
+type fakePool struct {
+	p        *fakeProvider
+	err      error
+	mu       sync.Mutex
+	leases   []*fakeLease
+	acquired sandbox.Spec
+}
+
+func (f *fakePool) Acquire(ctx context.Context, spec sandbox.Spec) (Lease, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	sb, _ := f.p.Start(ctx, spec)
+	l := &fakeLease{sb: sb, dir: "/pool/dir-1"}
+	f.mu.Lock()
+	f.leases = append(f.leases, l)
+	f.acquired = spec
+	f.mu.Unlock()
+	return l, nil
+}
+
+func (f *fakePool) allReleased() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.leases {
+		if !l.released.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+type fakeLease struct {
+	sb       sandbox.Sandbox
+	dir      string
+	released atomic.Bool
+}
+
+func (l *fakeLease) Sandbox() sandbox.Sandbox { return l.sb }
+func (l *fakeLease) Dir() string              { return l.dir }
+func (l *fakeLease) Release(ctx context.Context) error {
+	l.released.Store(true)
+	return l.sb.Close(ctx)
+}

@@ -90,38 +90,23 @@ func (r *taskRun) run(parent context.Context) task.Report {
 	defer cancel()
 
 	var res task.Result
-	var ws Workspace
-	err := r.phase("clone", &r.timings.Clone, func() (err error) {
-		ws, err = r.w.cfg.Workspaces.Open(ctx, t.ID, t.Repo)
-		return err
-	})
+	ws, sb, err := r.prepare(ctx, limits)
 	if err != nil {
-		return r.finish(nil, r.failure(ctx, "clone", err), retryable(err) && ctx.Err() == nil)
+		return r.finish(nil, r.failure(ctx, err), retryable(err) && ctx.Err() == nil)
 	}
 	defer func() {
 		if err := ws.Close(); err != nil {
 			r.log.Warn("remove workspace", "dir", ws.Dir(), "err", err)
 		}
 	}()
-	res.BaseCommit = ws.BaseCommit()
-
-	var sb sandbox.Sandbox
-	err = r.phase("sandbox", &r.timings.SandboxStart, func() (err error) {
-		sb, err = r.w.cfg.Sandboxes.Start(ctx, r.sandboxSpec(ws.Dir(), limits))
-		return err
-	})
-	if err != nil {
-		f := r.failure(ctx, "start sandbox", err)
-		f.BaseCommit = res.BaseCommit
-		return r.finish(nil, f, sandbox.KindOf(err) == sandbox.ErrUnavailable && ctx.Err() == nil)
-	}
 	defer func() {
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(parent), 30*time.Second)
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(parent), cleanupTimeout)
 		defer ccancel()
 		if err := sb.Close(cctx); err != nil {
 			r.log.Warn("remove sandbox", "id", sb.ID(), "err", err)
 		}
 	}()
+	res.BaseCommit = ws.BaseCommit()
 	env := sandboxEnv{sb: sb}
 
 	if t.TestCommand != "" {
@@ -133,7 +118,7 @@ func (r *taskRun) run(parent context.Context) task.Report {
 
 	model, modelName, closeModel, err := r.w.cfg.Models(ctx, r.modelSpec())
 	if err != nil {
-		f := r.failure(ctx, "open model", err)
+		f := r.failure(ctx, fmt.Errorf("open model: %w", err))
 		f.BaseCommit, f.TestsBefore = res.BaseCommit, res.TestsBefore
 		return r.finish(ws, f, false)
 	}
@@ -179,6 +164,38 @@ func (r *taskRun) run(parent context.Context) task.Report {
 	return r.finish(ws, res, out.Reason == agent.StopEnvError && ctx.Err() == nil && res.Status == task.StateFailed)
 }
 
+// cleanupTimeout bounds removing a sandbox once the task is over.
+const cleanupTimeout = 30 * time.Second
+
+// prepare clones the repository and starts the sandbox on it — or, with a
+// warm pool, takes a ready sandbox and clones into its directory. On error
+// it says which step failed and leaves nothing behind.
+func (r *taskRun) prepare(ctx context.Context, limits task.Limits) (Workspace, sandbox.Sandbox, error) {
+	if r.w.cfg.Pool != nil {
+		return r.acquireAndClone(ctx, r.w.cfg.Pool, limits)
+	}
+	var ws Workspace
+	err := r.phase("clone", &r.timings.Clone, func() (err error) {
+		ws, err = r.w.cfg.Workspaces.Open(ctx, r.t.ID, r.t.Repo)
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("clone: %w", err)
+	}
+	var sb sandbox.Sandbox
+	err = r.phase("sandbox", &r.timings.SandboxStart, func() (err error) {
+		sb, err = r.w.cfg.Sandboxes.Start(ctx, r.sandboxSpec(ws.Dir(), limits))
+		return err
+	})
+	if err != nil {
+		if cerr := ws.Close(); cerr != nil {
+			r.log.Warn("remove workspace", "dir", ws.Dir(), "err", cerr)
+		}
+		return nil, nil, fmt.Errorf("start sandbox: %w", err)
+	}
+	return ws, sb, nil
+}
+
 // judge decides the final state from the agent's outcome and the last test run.
 func (r *taskRun) judge(ctx context.Context, out *agent.Outcome, after *task.TestRun) (task.State, string) {
 	if ctx.Err() != nil {
@@ -204,8 +221,9 @@ func (r *taskRun) judge(ctx context.Context, out *agent.Outcome, after *task.Tes
 	return task.StateUnresolved, reason
 }
 
-// failure turns an error in a phase into a Result.
-func (r *taskRun) failure(ctx context.Context, what string, err error) task.Result {
+// failure turns an error of a phase (wrapped with the phase's name) into
+// a Result.
+func (r *taskRun) failure(ctx context.Context, err error) task.Result {
 	status := task.StateFailed
 	switch {
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errTaskTimeout):
@@ -215,7 +233,7 @@ func (r *taskRun) failure(ctx context.Context, what string, err error) task.Resu
 	case badInput(err):
 		status = task.StateRejected
 	}
-	return task.Result{Status: status, Reason: what + ": " + err.Error()}
+	return task.Result{Status: status, Reason: err.Error()}
 }
 
 // finish fills the common fields, takes the diff from the workspace (the

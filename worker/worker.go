@@ -48,7 +48,10 @@ type Config struct {
 	ID         string
 	Workspaces Workspaces
 	Sandboxes  sandbox.Provider
-	Models     ModelOpener
+	// Pool, when set, hands out warm sandboxes instead of starting one per
+	// task; Workspaces must then implement DirWorkspaces.
+	Pool   SandboxPool
+	Models ModelOpener
 	// Agent runs the loop; nil means agent.New with no price table.
 	Agent AgentRunner
 	// DefaultImage is used when a task names none.
@@ -94,6 +97,9 @@ func New(cfg Config) (*Worker, error) {
 		return nil, errors.New("worker: Sandboxes is required")
 	case cfg.Models == nil:
 		return nil, errors.New("worker: Models is required")
+	}
+	if _, ok := cfg.Workspaces.(DirWorkspaces); cfg.Pool != nil && !ok {
+		return nil, errPoolNeedsDirWorkspaces
 	}
 	if cfg.Agent == nil {
 		cfg.Agent = agent.New(agent.Config{})

@@ -76,7 +76,13 @@ func loadTextConformance(t *testing.T) map[string]textConformance {
 // TestTextModeConformanceParse: every recorded reply yields exactly the
 // expected command, or a format error with the recorded count.
 func TestTextModeConformanceParse(t *testing.T) {
-	for name, c := range loadTextConformance(t) {
+	all := loadTextConformance(t)
+	turns := 0
+	for _, c := range all {
+		turns += len(c.Turns)
+	}
+	t.Logf("text-mode conformance: %d files, %d turns", len(all), turns)
+	for name, c := range all {
 		t.Run(name, func(t *testing.T) {
 			for i, turn := range c.Turns {
 				got := agent.ParseTextActions(turn.Assistant)

@@ -140,14 +140,36 @@ func (c *Client) Result(ctx context.Context, id string) (task.Result, task.Statu
 	if err != nil {
 		return task.Result{}, st, err
 	}
+	res, err := ResultOf(st)
+	return res, st, err
+}
+
+// ResultOf returns the result a final status carries (made from the status
+// itself when it has none, e.g. a task cancelled while queued), or
+// [ErrNotFinal].
+func ResultOf(st task.Status) (task.Result, error) {
 	if !st.State.Final() {
-		return task.Result{}, st, ErrNotFinal
+		return task.Result{}, ErrNotFinal
 	}
 	if st.Result != nil {
-		return *st.Result, st, nil
+		return *st.Result, nil
 	}
 	return task.Result{TaskID: st.TaskID, Status: st.State, Reason: st.Reason, Attempt: st.Attempt,
-		Worker: st.Worker, FinishedAt: st.UpdatedAt}, st, nil
+		Worker: st.Worker, FinishedAt: st.UpdatedAt}, nil
+}
+
+// Transient reports whether err, from a [Client] call, may go away on its
+// own: the server answered 5xx or 429 (restarting, overloaded, its store
+// unavailable), or could not be reached or did not answer in time. Callers
+// that wait for a task retry these, bounded; other errors (bad token,
+// unknown id, invalid request) will not change.
+func Transient(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.StatusCode >= 500 || e.StatusCode == http.StatusTooManyRequests
+	}
+	var ue *url.Error
+	return errors.As(err, &ue) && !errors.Is(err, context.Canceled)
 }
 
 func (c *Client) getJSON(ctx context.Context, path string, v any) error {

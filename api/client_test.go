@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -145,5 +147,37 @@ func TestClientEventsStopAndGiveUp(t *testing.T) {
 	err = c.Events(context.Background(), "t-1", 0, func(task.Event) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "gave up") {
 		t.Errorf("server gone: %v", err)
+	}
+}
+
+func TestTransient(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"503", &Error{StatusCode: 503}, true},
+		{"500 wrapped", fmt.Errorf("status: %w", &Error{StatusCode: 500}), true},
+		{"429", &Error{StatusCode: 429}, true},
+		{"404", &Error{StatusCode: 404}, false},
+		{"401", &Error{StatusCode: 401}, false},
+		{"unreachable", &url.Error{Op: "Get", URL: "http://x", Err: errors.New("connection refused")}, true},
+		{"request timeout", &url.Error{Op: "Get", URL: "http://x", Err: context.DeadlineExceeded}, true},
+		{"caller cancelled", &url.Error{Op: "Get", URL: "http://x", Err: context.Canceled}, false},
+		{"other", errors.New("decode answer"), false},
+	} {
+		if got := Transient(tc.err); got != tc.want {
+			t.Errorf("%s: Transient = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestResultOf(t *testing.T) {
+	if _, err := ResultOf(task.Status{TaskID: "t", State: task.StateVerifying}); !errors.Is(err, ErrNotFinal) {
+		t.Errorf("verifying: %v", err)
+	}
+	res, err := ResultOf(task.Status{TaskID: "t", State: task.StateCancelled, Reason: "cancelled while queued"})
+	if err != nil || res.Status != task.StateCancelled || res.Reason != "cancelled while queued" || res.TaskID != "t" {
+		t.Errorf("cancelled without a result: %+v %v", res, err)
 	}
 }

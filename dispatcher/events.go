@@ -20,7 +20,8 @@ const eventBuffer = 512
 
 // eventPump publishes a run's events in order, off the runner's goroutine,
 // tracks its live progress and moves the state record between running and
-// verifying on state events.
+// verifying on state events. The runner's result event goes to the
+// observer only; the published one follows the stored final state.
 type eventPump struct {
 	f       *flight
 	ctx     context.Context // the run's, for observer hooks
@@ -50,6 +51,14 @@ func (p *eventPump) send(ev task.Event) {
 		ev.Time = time.Now().UTC()
 	}
 	p.f.d.obs.TaskEvent(p.ctx, ev)
+	if ev.Kind == task.EventResult {
+		// The runner's result is not yet the task's: the dispatcher stores
+		// the final state and then publishes the result event itself
+		// (finish). Followers stop at the first result event, so one
+		// published now would end them while the task is still running or
+		// verifying, or before it is handed back for another attempt.
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {

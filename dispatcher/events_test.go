@@ -129,3 +129,59 @@ func TestTraceContextReachesRunner(t *testing.T) {
 		t.Fatalf("runner span context = %v/%v, want %v/%v", s.TraceID(), s.SpanID(), sc.TraceID(), sc.SpanID())
 	}
 }
+
+// A follower of the event stream stops at the first result event; it must
+// find the task's stored state final then. The runner announces its result
+// before the dispatcher stores it (and a retry or a shutdown may still turn
+// it into a hand-back), so that announcement must not reach the stream.
+func TestResultEventFollowsStoredFinalState(t *testing.T) {
+	e := startNATS(t, "")
+	c := connect(t, e)
+	g := newGate()
+	t.Cleanup(g.open)
+	r := newFakeRunner()
+	r.behave = func(ctx context.Context, tk task.Task, attempt int, emit func(task.Event)) task.Report {
+		rep := resolved(tk)
+		if attempt == 1 {
+			rep = task.Report{Retry: true, Result: task.Result{Status: task.StateFailed, Reason: "engine down"}}
+		}
+		emit(task.Event{Kind: task.EventResult, State: rep.Result.Status, Result: &rep.Result})
+		emit(task.Event{Kind: task.EventLog, Text: "after the result"})
+		if attempt > 1 {
+			_ = g.wait(ctx) // still finishing: the state is not final yet
+		}
+		return rep
+	}
+	obs := newRecordingObserver()
+	runDispatcher(t, newDispatcher(t, c, r, dispatcher.Config{Observer: obs, Backoff: []time.Duration{time.Millisecond}}))
+	submit(t, c, newTask("t-res"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	ch, err := c.Events(ctx, "t-res", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := 0
+	var last task.Event
+	for ev := range ch {
+		last = ev
+		if ev.Kind == task.EventLog {
+			if logs++; logs == 2 {
+				g.open() // the second attempt may finish now
+			}
+		}
+		if ev.Kind == task.EventResult {
+			st, err := c.Status(ctx, "t-res")
+			if err != nil || !st.State.Final() {
+				t.Fatalf("result event (%s) while the stored state is %s (%v)", ev.State, st.State, err)
+			}
+		}
+	}
+	if last.Kind != task.EventResult || last.State != task.StateResolved || logs != 2 {
+		t.Fatalf("stream ended with %+v after %d log events", last, logs)
+	}
+	if obs.count("event:t-res:result") != 2 {
+		t.Errorf("the observer saw %d runner result events, want 2 (spans end on them)", obs.count("event:t-res:result"))
+	}
+}

@@ -253,6 +253,30 @@ func (c *Conn) TaskConsumer(ctx context.Context, cc ConsumerConfig) (jetstream.C
 	return cons, nil
 }
 
+// QueueLag returns how many tasks wait for a worker (pending) and how many
+// were delivered and not yet acknowledged (ackPending, i.e. running), as
+// the workers consumer counts them; it reads the consumer without creating
+// or changing it. Before any worker created the consumer, every task in the
+// stream is pending.
+func (c *Conn) QueueLag(ctx context.Context) (pending, ackPending uint64, err error) {
+	cons, err := c.tasks.Consumer(ctx, WorkersConsumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		info, err := c.tasks.Info(ctx)
+		if err != nil {
+			return 0, 0, fmt.Errorf("read stream %s: %w", TasksStream, err)
+		}
+		return info.State.Msgs, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("read consumer %s: %w", WorkersConsumer, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read consumer %s: %w", WorkersConsumer, err)
+	}
+	return info.NumPending, uint64(info.NumAckPending), nil
+}
+
 // DeadLetterAdvisories creates or updates the durable consumer over the
 // captured max-deliveries advisories and returns it.
 func (c *Conn) DeadLetterAdvisories(ctx context.Context) (jetstream.Consumer, error) {

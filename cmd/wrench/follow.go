@@ -118,11 +118,14 @@ func waitFinal(ctx context.Context, env *cliEnv, cmd string, cf clientFlags, st 
 			err = c.Events(ctx, st.TaskID, 0, func(task.Event) error { return nil })
 		}
 		if err == nil || (ctx.Err() == nil && !errors.Is(err, api.ErrNotFound) && !errors.Is(err, api.ErrUnauthorized)) {
-			// The stream ends at the first result event, which the runner
-			// may send a moment before the final state is stored; and if
-			// the stream is unavailable (a proxy that buffers, say),
-			// polling is all there is.
-			err = pollFinal(ctx, c, st.TaskID)
+			// A server may end the stream at a result event sent a moment
+			// before the final state is stored (older servers publish the
+			// runner's own), and if the stream is unavailable (a proxy that
+			// buffers, say), polling is all there is.
+			var fin task.Status
+			if fin, err = defaultPoller().final(ctx, c, st.TaskID); err == nil {
+				st = fin
+			}
 		}
 		if ctx.Err() != nil {
 			fmt.Fprintf(env.stderr, "%s: stopped waiting; task %s goes on (wrench watch %s)\n", cmd, st.TaskID, st.TaskID)
@@ -132,12 +135,12 @@ func waitFinal(ctx context.Context, env *cliEnv, cmd string, cf clientFlags, st 
 			return clientError(env, cmd, cf, err)
 		}
 	}
-	res, final, err := c.Result(ctx, st.TaskID)
+	res, err := api.ResultOf(st)
 	if err != nil {
 		return clientError(env, cmd, cf, err)
 	}
 	if cf.jsonOut && !follow {
-		_ = printJSON(env.stdout, final)
+		_ = printJSON(env.stdout, st)
 	}
 	fmt.Fprintln(env.stderr, outcomeLine(res))
 	return res.Status.ExitCode()
@@ -179,23 +182,52 @@ func followLive(ctx context.Context, c *api.Client, w io.Writer, st task.Status)
 	}
 }
 
-// pollFinal polls the task's status until it is final (at once when it
-// already is).
-func pollFinal(ctx context.Context, c *api.Client, id string) error {
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
+// poller waits for a task's stored state to be final.
+type poller struct {
+	// first and max bound the interval between polls, which doubles.
+	first, max time.Duration
+	// request bounds one status request.
+	request time.Duration
+	// failures is how many transient failures in a row end the wait.
+	failures int
+}
+
+// defaultPoller rides out a server restart of about a minute.
+func defaultPoller() poller {
+	return poller{first: 100 * time.Millisecond, max: 2 * time.Second, request: 30 * time.Second, failures: 30}
+}
+
+// final polls the status of task id until it is final and returns it (at
+// once when it already is). Transient failures (see api.Transient) are
+// retried up to p.failures in a row; other errors, and ctx's, end the wait.
+func (p poller) final(ctx context.Context, c *api.Client, id string) (task.Status, error) {
+	wait := p.first
+	failed := 0
 	for {
-		st, err := c.Status(ctx, id)
-		if err != nil {
-			return err
+		rctx, cancel := context.WithTimeout(ctx, p.request)
+		st, err := c.Status(rctx, id)
+		cancel()
+		switch {
+		case err == nil && st.State.Final():
+			return st, nil
+		case err == nil:
+			failed = 0
+		case ctx.Err() != nil:
+			return st, ctx.Err()
+		case !api.Transient(err):
+			return st, err
+		default:
+			if failed++; failed >= p.failures {
+				return st, fmt.Errorf("status of %s: %d failures in a row, the last: %w", id, failed, err)
+			}
 		}
-		if st.State.Final() {
-			return nil
-		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
+			t.Stop()
+			return st, ctx.Err()
+		case <-t.C:
 		}
+		wait = min(2*wait, p.max)
 	}
 }

@@ -8,11 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/api"
@@ -56,9 +55,11 @@ func (s *serviceFlags) register(fs *flag.FlagSet, env *cliEnv) {
 	fs.DurationVar(&s.ackWait, "ack-wait", dispatcher.DefaultAckWait, "how long a task whose worker went silent waits before another worker gets it")
 }
 
-func (s *serviceFlags) check() error {
-	if s.slots < 1 {
-		return fmt.Errorf("--slots must be at least 1, got %d", s.slots)
+// check validates the flags; minSlots is 0 for serve (API only) and 1 for
+// worker.
+func (s *serviceFlags) check(minSlots int) error {
+	if s.slots < minSlots {
+		return fmt.Errorf("--slots must be at least %d, got %d", minSlots, s.slots)
 	}
 	if s.grace < 0 {
 		return fmt.Errorf("--grace must not be negative")
@@ -84,8 +85,27 @@ type serveFlags struct {
 	service    serviceFlags
 	httpAddr   string
 	natsListen string
+	nats       natsFlags
 	token      string
 	maxBody    int64
+}
+
+// check validates what serve adds to the service flags.
+func (f *serveFlags) check() error {
+	if err := f.service.check(0); err != nil {
+		return err
+	}
+	if err := f.nats.check(false); err != nil {
+		return err
+	}
+	external := f.nats.url != ""
+	if external && f.natsListen != "" {
+		return errors.New("--nats joins an external NATS and --nats-listen serves the embedded one: give one of them")
+	}
+	if f.service.slots == 0 && !external && f.natsListen == "" {
+		return errors.New("--slots 0 runs no tasks here: give --nats-listen (or --nats) so that workers can run them")
+	}
+	return checkExposure(f.httpAddr, f.token)
 }
 
 func cmdServe(ctx context.Context, env *cliEnv, args []string) int {
@@ -94,7 +114,8 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) int {
 	fs.SetOutput(env.stderr)
 	f.service.register(fs, env)
 	fs.StringVar(&f.httpAddr, "http", defaultHTTPAddr, "HTTP API, /metrics and health address")
-	fs.StringVar(&f.natsListen, "nats-listen", "", "also serve NATS on this address so `wrench worker` can join (default: in-process only)")
+	fs.StringVar(&f.natsListen, "nats-listen", "", "also serve the embedded NATS on this address so `wrench worker` can join (default: in-process only)")
+	f.nats.register(fs, "join this external NATS (URLs comma-separated for a cluster) instead of embedding one")
 	fs.StringVar(&f.token, "token", env.getenv("WRENCH_API_TOKEN"), "bearer token the API requires (default $WRENCH_API_TOKEN; required off loopback)")
 	fs.Int64Var(&f.maxBody, "max-body", api.DefaultMaxBody, "largest accepted request body, in bytes")
 	if err := fs.Parse(args); err != nil {
@@ -104,11 +125,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "wrench serve: unexpected argument %q\n", fs.Arg(0))
 		return exitBadInput
 	}
-	if err := f.service.check(); err != nil {
-		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
-		return exitBadInput
-	}
-	if err := checkExposure(f.httpAddr, f.token); err != nil {
+	if err := f.check(); err != nil {
 		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
 		return exitBadInput
 	}
@@ -118,13 +135,19 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) int {
 		return exitInfra
 	}
 	defer ln.Close()
-	w, cleanup, err := newWorker(ctx, env, f.service.workerOptions())
-	if err != nil {
-		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
-		return exitCodeFor(err)
+	// With no slots this process runs no task: it needs no worker, so no
+	// Docker engine and no workspaces.
+	var runner dispatcher.Runner
+	if f.service.slots > 0 {
+		w, cleanup, err := newWorker(ctx, env, f.service.workerOptions())
+		if err != nil {
+			fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
+			return exitCodeFor(err)
+		}
+		defer cleanup()
+		runner = w
 	}
-	defer cleanup()
-	return serve(ctx, env, f, w, ln)
+	return serve(ctx, env, f, runner, ln)
 }
 
 // checkExposure refuses an API reachable from other machines without a
@@ -147,9 +170,10 @@ func checkExposure(addr, token string) error {
 		"set a bearer token with --token or WRENCH_API_TOKEN (or listen on 127.0.0.1)", addr)
 }
 
-// serve runs the embedded NATS, the dispatcher feeding runner, and the HTTP
-// API on ln until ctx is done, then shuts down in order: the dispatcher
-// (running tasks get --grace), the API, the connection, NATS.
+// serve runs the queue (the embedded NATS, or the external one of --nats),
+// the dispatcher feeding runner (none when runner is nil: API only), and
+// the HTTP API on ln until ctx is done, then shuts down in order: the
+// dispatcher (running tasks get --grace), the API, the connection, NATS.
 func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Runner, ln net.Listener) int {
 	log := serviceLogger(env, f.service.common.logLevel)
 	fail := func(err error) int {
@@ -157,34 +181,49 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
 		return exitInfra
 	}
-	dataDir, err := f.service.common.resolvedDataDir()
-	if err != nil {
-		return fail(err)
-	}
 	tel, err := newServiceTelemetry(ctx, env, f.service, log)
 	if err != nil {
 		return fail(err)
 	}
 	defer tel.shutdown()
 
-	emb, err := queue.StartEmbedded(ctx, queue.EmbeddedConfig{DataDir: dataDir, Listen: f.natsListen, Logger: log})
-	if err != nil {
-		return fail(err)
-	}
-	defer emb.Shutdown()
-	conn, err := queue.Connect(ctx, queue.Config{
-		ConnectOptions: []nats.Option{emb.ConnectOption()},
-		Propagator:     telemetry.Propagator(),
-		Logger:         log,
-	})
-	if err != nil {
-		return fail(err)
+	var conn *queue.Conn
+	var where string
+	if f.nats.url != "" {
+		if conn, err = f.nats.connect(ctx, log); err != nil {
+			return fail(err)
+		}
+		where = "queue on " + conn.NATS().ConnectedUrlRedacted()
+	} else {
+		dataDir, err := f.service.common.resolvedDataDir()
+		if err != nil {
+			return fail(err)
+		}
+		emb, err := queue.StartEmbedded(ctx, queue.EmbeddedConfig{DataDir: dataDir, Listen: f.natsListen, Logger: log})
+		if err != nil {
+			return fail(err)
+		}
+		defer emb.Shutdown()
+		conn, err = queue.Connect(ctx, queue.Config{
+			ConnectOptions: []nats.Option{emb.ConnectOption()},
+			Propagator:     telemetry.Propagator(),
+			Logger:         log,
+		})
+		if err != nil {
+			return fail(err)
+		}
+		where = "data in " + dataDir
+		if emb.ClientURL() != "" {
+			fmt.Fprintf(env.stderr, "wrench serve: NATS for workers at %s\n", emb.ClientURL())
+		}
 	}
 	defer closeConn(conn)
 
-	d, err := dispatcher.New(conn, runner, tel.dispatcherConfig(f.service, log))
-	if err != nil {
-		return fail(err)
+	var d *dispatcher.Dispatcher
+	if runner != nil {
+		if d, err = dispatcher.New(conn, runner, tel.dispatcherConfig(f.service, log)); err != nil {
+			return fail(err)
+		}
 	}
 	srv, err := api.NewServer(api.Config{
 		Backend:        countingBackend{Conn: conn, m: tel.metrics},
@@ -200,18 +239,36 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 	if err != nil {
 		return fail(err)
 	}
-	if emb.ClientURL() != "" {
-		fmt.Fprintf(env.stderr, "wrench serve: NATS for workers at %s\n", emb.ClientURL())
+	slots := fmt.Sprintf("%d slots", f.service.slots)
+	if d == nil {
+		slots = "API only, no slots"
 	}
-	fmt.Fprintf(env.stderr, "wrench serve: API on http://%s (data in %s, %d slots)\n", ln.Addr(), dataDir, f.service.slots)
-	log.Info("serving", "http", ln.Addr().String(), "nats", emb.ClientURL(), "data_dir", dataDir, "slots", f.service.slots)
+	fmt.Fprintf(env.stderr, "wrench serve: API on http://%s (%s, %s)\n", ln.Addr(), where, slots)
+	log.Info("serving", "http", ln.Addr().String(), "nats", conn.NATS().ConnectedUrlRedacted(), "slots", f.service.slots)
+	if d == nil {
+		return runAPI(ctx, log, conn, tel.metrics, srv, ln)
+	}
 	return runService(ctx, log, d, srv, ln)
 }
 
-// runService runs the dispatcher and, when ln is not nil, an HTTP server
-// on it until ctx is done or either fails; then it stops the dispatcher
-// first (it drains: running tasks get their grace) while the API keeps
-// answering, and then the HTTP server (open event streams are ended).
+// runAPI serves h on ln, with no dispatcher, until ctx is done or the
+// server fails; meanwhile it reports the queue's lag in the metrics.
+func runAPI(ctx context.Context, log *slog.Logger, conn *queue.Conn, m *telemetry.Metrics, h http.Handler, ln net.Listener) int {
+	lagCtx, stopLag := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { reportLag(lagCtx, conn, m, log) })
+	defer func() {
+		stopLag()
+		wg.Wait()
+	}()
+	return runService(ctx, log, nil, h, ln)
+}
+
+// runService runs the dispatcher (when d is not nil) and, when ln is not
+// nil, an HTTP server on it until ctx is done or either fails; then it stops
+// the dispatcher first (it drains: running tasks get their grace) while the
+// API keeps answering, and then the HTTP server (open event streams are
+// ended).
 func runService(ctx context.Context, log *slog.Logger, d *dispatcher.Dispatcher, h http.Handler, ln net.Listener) int {
 	// Requests see a context that is cancelled at shutdown, so event
 	// streams end instead of holding Shutdown up.
@@ -225,10 +282,14 @@ func runService(ctx context.Context, log *slog.Logger, d *dispatcher.Dispatcher,
 	defer stop()
 	dispDone := make(chan error, 1)
 	httpDone := make(chan error, 1)
-	go func() {
-		dispDone <- d.Run(runCtx)
-		stop()
-	}()
+	if d != nil {
+		go func() {
+			dispDone <- d.Run(runCtx)
+			stop()
+		}()
+	} else {
+		dispDone <- nil
+	}
 	if ln != nil {
 		go func() {
 			err := hs.Serve(ln)
@@ -242,7 +303,11 @@ func runService(ctx context.Context, log *slog.Logger, d *dispatcher.Dispatcher,
 		httpDone <- nil
 	}
 	<-runCtx.Done()
-	log.Info("shutting down: draining tasks")
+	if d != nil {
+		log.Info("shutting down: draining tasks")
+	} else {
+		log.Info("shutting down")
+	}
 	dErr := <-dispDone
 	cancelReqs()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -269,79 +334,4 @@ func (b countingBackend) Submit(ctx context.Context, t task.Task) (task.Status, 
 		b.m.TaskSubmitted(t.Source.Kind)
 	}
 	return st, dup, err
-}
-
-// closeConn flushes what the dispatcher sent last (the Nak that hands a
-// task back at shutdown is fire-and-forget) and closes the connection:
-// without the flush a handed-back task would wait out its AckWait.
-func closeConn(conn *queue.Conn) {
-	if err := conn.NATS().FlushTimeout(5 * time.Second); err != nil {
-		conn.Logger().Warn("flush nats before close", "err", err)
-	}
-	conn.Close()
-}
-
-// natsReady reports readiness as the NATS connection's state.
-func natsReady(conn *queue.Conn) func(context.Context) error {
-	return func(context.Context) error {
-		if s := conn.NATS().Status(); s != nats.CONNECTED {
-			return fmt.Errorf("nats connection is %s", s)
-		}
-		return nil
-	}
-}
-
-// serviceTelemetry is what serve and worker set up for observability.
-type serviceTelemetry struct {
-	registry *prometheus.Registry
-	metrics  *telemetry.Metrics
-	tp       trace.TracerProvider
-	tracer   *telemetry.TaskTracer
-	stop     func(context.Context) error
-	log      *slog.Logger
-}
-
-func newServiceTelemetry(ctx context.Context, env *cliEnv, f serviceFlags, log *slog.Logger) (*serviceTelemetry, error) {
-	tp, stop, err := telemetry.SetupTracing(ctx, telemetry.TracingConfig{
-		Endpoint: f.otlp, ServiceVersion: version, Getenv: env.getenv,
-	})
-	if err != nil {
-		return nil, err
-	}
-	reg := telemetry.NewRegistry()
-	m := telemetry.NewMetrics(reg)
-	m.SetBuildInfo(version)
-	return &serviceTelemetry{registry: reg, metrics: m, tp: tp,
-		tracer: telemetry.NewTaskTracer(tp, telemetry.TaskTracerConfig{}), stop: stop, log: log}, nil
-}
-
-// shutdown flushes traces, bounded.
-func (t *serviceTelemetry) shutdown() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := t.stop(ctx); err != nil {
-		t.log.Warn("flush traces", "err", err)
-	}
-}
-
-func (t *serviceTelemetry) dispatcherConfig(f serviceFlags, log *slog.Logger) dispatcher.Config {
-	return dispatcher.Config{
-		Slots:        f.slots,
-		WorkerID:     f.workerID,
-		PerRepoLimit: f.perRepo,
-		Grace:        f.grace,
-		AckWait:      f.ackWait,
-		Observer:     telemetry.NewObserver(t.metrics, t.tracer, log),
-		Logger:       log.With("component", "dispatcher"),
-	}
-}
-
-// serviceLogger logs JSON on stderr with the task id and trace id of the
-// context on every line.
-func serviceLogger(env *cliEnv, level string) *slog.Logger {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		lvl = slog.LevelInfo
-	}
-	return slog.New(telemetry.NewLogHandler(env.stderr, &slog.HandlerOptions{Level: lvl}))
 }

@@ -94,7 +94,7 @@ func TestWorkerJoinsServe(t *testing.T) {
 
 	workerErr := &syncBuffer{}
 	wenv := &cliEnv{stdin: strings.NewReader(""), stdout: io.Discard, stderr: workerErr, getenv: func(string) string { return "" }}
-	wf := workerFlags{natsURL: natsURL, httpAddr: "127.0.0.1:0",
+	wf := workerFlags{nats: natsFlags{url: natsURL}, httpAddr: "127.0.0.1:0",
 		service: serviceFlags{common: commonFlags{logLevel: "error"}, slots: 2, verify: "finish", ackWait: time.Second, workerID: "w-remote"}}
 	workerDone := make(chan int, 1)
 	go func() { workerDone <- runWorker(ctx, wenv, wf, fakeRunner(nil)) }()

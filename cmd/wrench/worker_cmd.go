@@ -2,25 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/wrenchworks/wrench/dispatcher"
-	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/telemetry"
 )
 
 // workerFlags are the flags of `wrench worker`.
 type workerFlags struct {
-	service   serviceFlags
-	natsURL   string
-	natsCreds string
-	httpAddr  string
+	service  serviceFlags
+	nats     natsFlags
+	httpAddr string
 }
 
 func cmdWorker(ctx context.Context, env *cliEnv, args []string) int {
@@ -28,8 +24,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) int {
 	fs := flag.NewFlagSet("wrench worker", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	f.service.register(fs, env)
-	fs.StringVar(&f.natsURL, "nats", env.getenv("WRENCH_NATS_URL"), "NATS server URL(s), comma-separated for a cluster (required; default $WRENCH_NATS_URL)")
-	fs.StringVar(&f.natsCreds, "nats-creds", "", "NATS credentials file")
+	f.nats.register(fs, "NATS server URL(s), comma-separated for a cluster (required; default $WRENCH_NATS_URL)")
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:7071", "address of /metrics, /healthz and /readyz (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return exitBadInput
@@ -38,11 +33,10 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "wrench worker: unexpected argument %q\n", fs.Arg(0))
 		return exitBadInput
 	}
-	if strings.TrimSpace(f.natsURL) == "" {
-		fmt.Fprintln(env.stderr, "wrench worker: --nats URL is required (the NATS that `wrench serve --nats-listen` or your cluster serves)")
-		return exitBadInput
+	if f.nats.url == "" {
+		f.nats.url = env.getenv("WRENCH_NATS_URL")
 	}
-	if err := f.service.check(); err != nil {
+	if err := errors.Join(f.nats.check(true), f.service.check(1)); err != nil {
 		fmt.Fprintf(env.stderr, "wrench worker: %v\n", err)
 		return exitBadInput
 	}
@@ -69,12 +63,7 @@ func runWorker(ctx context.Context, env *cliEnv, f workerFlags, runner dispatche
 		return fail(err)
 	}
 	defer tel.shutdown()
-	var opts []nats.Option
-	if f.natsCreds != "" {
-		opts = append(opts, nats.UserCredentials(f.natsCreds))
-	}
-	conn, err := queue.Connect(ctx, queue.Config{URL: f.natsURL, ConnectOptions: opts,
-		Propagator: telemetry.Propagator(), Logger: log})
+	conn, err := f.nats.connect(ctx, log)
 	if err != nil {
 		return fail(err)
 	}

@@ -15,10 +15,7 @@ import (
 // pendingFlags are flags the chart passes that the CLI does not have yet,
 // each with what is missing. A flag listed here that the CLI has makes the
 // test fail, so the list shrinks as the CLI catches up.
-var pendingFlags = map[string]string{
-	"serve --nats":       "scaled mode's API needs `wrench serve --nats URL` to join an external NATS instead of embedding one",
-	"serve --nats-creds": "scaled mode's API needs `wrench serve --nats-creds FILE` with --nats",
-}
+var pendingFlags = map[string]string{}
 
 var (
 	buildOnce sync.Once

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/telemetry"
+)
+
+// serviceTelemetry is what serve and worker set up for observability.
+type serviceTelemetry struct {
+	registry *prometheus.Registry
+	metrics  *telemetry.Metrics
+	tp       trace.TracerProvider
+	tracer   *telemetry.TaskTracer
+	stop     func(context.Context) error
+	log      *slog.Logger
+}
+
+func newServiceTelemetry(ctx context.Context, env *cliEnv, f serviceFlags, log *slog.Logger) (*serviceTelemetry, error) {
+	tp, stop, err := telemetry.SetupTracing(ctx, telemetry.TracingConfig{
+		Endpoint: f.otlp, ServiceVersion: version, Getenv: env.getenv,
+	})
+	if err != nil {
+		return nil, err
+	}
+	reg := telemetry.NewRegistry()
+	m := telemetry.NewMetrics(reg)
+	m.SetBuildInfo(version)
+	return &serviceTelemetry{registry: reg, metrics: m, tp: tp,
+		tracer: telemetry.NewTaskTracer(tp, telemetry.TaskTracerConfig{}), stop: stop, log: log}, nil
+}
+
+// shutdown flushes traces, bounded.
+func (t *serviceTelemetry) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.stop(ctx); err != nil {
+		t.log.Warn("flush traces", "err", err)
+	}
+}
+
+func (t *serviceTelemetry) dispatcherConfig(f serviceFlags, log *slog.Logger) dispatcher.Config {
+	return dispatcher.Config{
+		Slots:        f.slots,
+		WorkerID:     f.workerID,
+		PerRepoLimit: f.perRepo,
+		Grace:        f.grace,
+		AckWait:      f.ackWait,
+		Observer:     telemetry.NewObserver(t.metrics, t.tracer, log),
+		Logger:       log.With("component", "dispatcher"),
+	}
+}
+
+// serviceLogger logs JSON on stderr with the task id and trace id of the
+// context on every line.
+func serviceLogger(env *cliEnv, level string) *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		lvl = slog.LevelInfo
+	}
+	return slog.New(telemetry.NewLogHandler(env.stderr, &slog.HandlerOptions{Level: lvl}))
+}

@@ -21,9 +21,10 @@ import (
 type TracingConfig struct {
 	// Endpoint is the OTLP/HTTP base URL (e.g. http://collector:4318);
 	// spans go to its /v1/traces, as with OTEL_EXPORTER_OTLP_ENDPOINT.
-	// Empty falls back to the standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-	// (used as is) and OTEL_EXPORTER_OTLP_ENDPOINT variables; when none is
-	// set, tracing is off and a no-op provider is returned.
+	// Empty falls back to the standard variables, read through Getenv:
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the full traces URL, used as is),
+	// then OTEL_EXPORTER_OTLP_ENDPOINT (a base URL); when none is set,
+	// tracing is off and a no-op provider is returned.
 	Endpoint string
 	// ServiceName is the service.name resource attribute (default "wrench").
 	ServiceName string
@@ -56,10 +57,7 @@ func SetupTracing(ctx context.Context, cfg TracingConfig) (trace.TracerProvider,
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	configured := cfg.Endpoint != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" ||
-		getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
-	disabled := strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") || getenv("OTEL_TRACES_EXPORTER") == "none"
-	if cfg.Exporter == nil && (disabled || !configured) {
+	off := func() (trace.TracerProvider, func(context.Context) error, error) {
 		var tp trace.TracerProvider = noop.NewTracerProvider()
 		if cfg.SetGlobal {
 			otel.SetTracerProvider(tp)
@@ -67,20 +65,27 @@ func SetupTracing(ctx context.Context, cfg TracingConfig) (trace.TracerProvider,
 		}
 		return tp, func(context.Context) error { return nil }, nil
 	}
-	exp := cfg.Exporter
-	if exp == nil {
-		// Without an explicit endpoint the exporter reads the
-		// OTEL_EXPORTER_OTLP_* variables itself.
-		var opts []otlptracehttp.Option
-		if cfg.Endpoint != "" {
-			u, err := tracesURL(cfg.Endpoint)
-			if err != nil {
-				return nil, nil, err
-			}
-			opts = append(opts, otlptracehttp.WithEndpointURL(u))
+	var endpoint string
+	if cfg.Exporter == nil {
+		if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") || getenv("OTEL_TRACES_EXPORTER") == "none" {
+			return off()
 		}
 		var err error
-		exp, err = otlptracehttp.New(ctx, opts...)
+		if endpoint, err = tracesEndpoint(cfg.Endpoint, getenv); err != nil {
+			return nil, nil, err
+		}
+		if endpoint == "" {
+			return off()
+		}
+	}
+	exp := cfg.Exporter
+	if exp == nil {
+		// The endpoint is resolved here, through Getenv, rather than left
+		// to the exporter, which would read the process environment; the
+		// exporter still reads the other OTEL_EXPORTER_OTLP_* variables
+		// (headers, TLS, timeout, compression).
+		var err error
+		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
 		if err != nil {
 			return nil, nil, fmt.Errorf("otlp trace exporter: %w", err)
 		}
@@ -103,6 +108,28 @@ func SetupTracing(ctx context.Context, cfg TracingConfig) (trace.TracerProvider,
 		otel.SetTextMapPropagator(Propagator())
 	}
 	return tp, tp.Shutdown, nil
+}
+
+// tracesEndpoint is the URL spans are sent to, "" when none is configured:
+// the explicit base URL (its /v1/traces), else
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, which the OpenTelemetry specification
+// makes the full traces URL (used as is), else the base URL
+// OTEL_EXPORTER_OTLP_ENDPOINT (its /v1/traces).
+func tracesEndpoint(explicit string, getenv func(string) string) (string, error) {
+	if explicit != "" {
+		return tracesURL(explicit)
+	}
+	if v := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")); v != "" {
+		u, err := url.Parse(v)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return "", fmt.Errorf("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT %q: want a URL like http://collector:4318/v1/traces", v)
+		}
+		return v, nil
+	}
+	if v := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); v != "" {
+		return tracesURL(v)
+	}
+	return "", nil
 }
 
 // tracesURL turns an OTLP/HTTP base URL into its traces endpoint.

@@ -17,7 +17,8 @@ import (
 // protocol); Out shows the task and every observation. "exit", "submit" or
 // the end of In ends the run: finish for the tools protocol, the
 // completion command for the text protocol. A read in progress is not
-// interrupted by ctx; it ends with the next line or the end of In.
+// interrupted by ctx; it ends with the next line or the end of In. Do not
+// give the same input to a PromptApprover: both buffer what they read.
 type HumanModel struct {
 	mu    sync.Mutex
 	in    *bufio.Reader

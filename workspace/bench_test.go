@@ -2,10 +2,12 @@ package workspace
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/wrenchworks/wrench/task"
@@ -29,7 +31,15 @@ func TestMain(m *testing.M) {
 // benchSpec: about 5,000 files, 500 commits and a 50 MB tree.
 var benchSpec = genRepoSpec{Files: 5000, Commits: 500, Bytes: 50 << 20}
 
+// benchRepository returns the generated repository; WRENCH_BENCH_REPO
+// names a directory to keep it in across runs (generated when missing).
 func benchRepository(b *testing.B) string {
+	if dir := os.Getenv("WRENCH_BENCH_REPO"); dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+			generateRepo(b, dir, benchSpec)
+		}
+		return dir
+	}
 	benchRepo.once.Do(func() {
 		tmp, err := os.MkdirTemp("", "wrench-bench-")
 		if err != nil {
@@ -59,6 +69,9 @@ func BenchmarkClone(b *testing.B) {
 	}
 	newManager := func(b *testing.B, base string, mirror bool) *Manager {
 		cfg := Config{Root: filepath.Join(base, "ws"), Deployment: "bench", Owner: owner}
+		if os.Getenv("WRENCH_BENCH_LOG") != "" {
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
 		if mirror {
 			cfg.MirrorDir = filepath.Join(base, "mirrors")
 		}
@@ -68,6 +81,9 @@ func BenchmarkClone(b *testing.B) {
 		}
 		return m
 	}
+	// settle flushes what an iteration wrote, so its writeback does not
+	// slow the next one down.
+	settle := func() { syscall.Sync() }
 	open := func(b *testing.B, m *Manager) {
 		w, err := m.Open(b.Context(), "bench", task.Repo{URL: repo}, nil)
 		if err != nil {
@@ -77,6 +93,7 @@ func BenchmarkClone(b *testing.B) {
 		if err := w.Close(); err != nil {
 			b.Fatal(err)
 		}
+		settle()
 		b.StartTimer()
 	}
 	for _, cli := range []struct{ name, url string }{{"git_cli", repo}, {"git_cli_file_url", "file://" + repo}} {
@@ -87,6 +104,7 @@ func BenchmarkClone(b *testing.B) {
 				runGit(b, "", "clone", "-q", cli.url, dst)
 				b.StopTimer()
 				os.RemoveAll(dst)
+				settle()
 				b.StartTimer()
 			}
 		})
@@ -104,6 +122,7 @@ func BenchmarkClone(b *testing.B) {
 			}
 			b.StopTimer()
 			os.RemoveAll(dst)
+			settle()
 			b.StartTimer()
 		}
 	})
@@ -111,6 +130,7 @@ func BenchmarkClone(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			b.StopTimer()
 			m := newManager(b, filepath.Join(b.TempDir(), fmt.Sprint(i)), true)
+			settle()
 			b.StartTimer()
 			open(b, m)
 		}
@@ -118,6 +138,7 @@ func BenchmarkClone(b *testing.B) {
 	b.Run("mirror", func(b *testing.B) {
 		m := newManager(b, b.TempDir(), true)
 		open(b, m) // warm the mirror
+		settle()
 		for b.Loop() {
 			open(b, m)
 		}

@@ -162,10 +162,8 @@ func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src sou
 			g.refs[p.ref] = p.refHash
 		}
 	}
-	if p.commit == "" {
-		w.info.Ref = p.ref.String()
-	} else if g.branch != "" {
-		w.info.Ref = p.ref.String()
+	if p.commit == "" || g.branch != "" {
+		w.info.Ref = p.ref.String() // else a pinned commit is checked out detached
 	}
 	if err := writeWorkGitDir(gitDir, g); err != nil {
 		return fail("write .git", err)

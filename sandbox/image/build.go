@@ -52,7 +52,11 @@ func (r recipe) run(ctx context.Context, eng Engine, opts Options, hash string, 
 
 	cmdCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := exec.CommandContext(cmdCtx, bin, r.mmdebstrapArgs(script, cacheDir)...)
+	hookDir := ""
+	if fi, err := os.Stat(eatmydataHooks); err == nil && fi.IsDir() {
+		hookDir = eatmydataHooks
+	}
+	cmd := exec.CommandContext(cmdCtx, bin, r.mmdebstrapArgs(script, cacheDir, hookDir)...)
 	// mmdebstrap cleans up its mounts and temp dir on SIGTERM; never SIGKILL
 	// it first.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }

@@ -219,7 +219,7 @@ func TestRecipeHash(t *testing.T) {
 }
 
 func TestMmdebstrapArgsGolden(t *testing.T) {
-	args := defaultRecipe("").mmdebstrapArgs("/tmp/hook/customize.sh", "/var/cache/wrench/debs")
+	args := defaultRecipe("").mmdebstrapArgs("/tmp/hook/customize.sh", "/var/cache/wrench/debs", eatmydataHooks)
 	got := strings.Join(args, "\n") + "\n"
 	golden := filepath.Join("testdata", "mmdebstrap-args.golden")
 	if *update {

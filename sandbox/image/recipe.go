@@ -91,14 +91,23 @@ func (r recipe) changes(hash string) []string {
 	return append(append([]string(nil), r.Changes...), "LABEL "+LabelRecipe+"="+hash)
 }
 
+// eatmydataHooks is mmdebstrap's hook directory that turns off fsync while
+// packages are installed (a large part of the build time); it is used
+// when present.
+const eatmydataHooks = "/usr/share/mmdebstrap/hooks/eatmydata"
+
 // mmdebstrapArgs returns the arguments that write the root file system as
 // a tarball to stdout. scriptPath is the customize hook on the host;
-// cacheDir, when not empty, keeps .deb files between builds.
-func (r recipe) mmdebstrapArgs(scriptPath, cacheDir string) []string {
+// cacheDir, when not empty, keeps .deb files between builds; hookDir, when
+// not empty, is an extra mmdebstrap hook directory.
+func (r recipe) mmdebstrapArgs(scriptPath, cacheDir, hookDir string) []string {
 	args := []string{
 		"--variant=minbase",
 		"--format=tar",
 		"--include=" + strings.Join(r.Packages, ","),
+	}
+	if hookDir != "" {
+		args = append(args, "--hook-dir="+hookDir)
 	}
 	for _, e := range r.Excludes {
 		args = append(args, "--dpkgopt=path-exclude="+e)

@@ -26,6 +26,13 @@ type Task struct {
 	Model string `json:"model,omitempty"`
 	// Protocol selects how the model is driven: "tools" (default) or "text".
 	Protocol string `json:"protocol,omitempty"`
+	// Mode is "" (every tool) or "plan" (read-only tools: investigate and
+	// report, change nothing).
+	Mode string `json:"mode,omitempty"`
+	// PlanFirst runs a read-only planning phase before the work.
+	PlanFirst bool `json:"plan_first,omitempty"`
+	// AllowedTools restricts the agent's tools to these names.
+	AllowedTools []string `json:"allowed_tools,omitempty"`
 	// Limits bound the run.
 	Limits Limits `json:"limits,omitempty"`
 	// Sandbox overrides sandbox resources and network for this task.

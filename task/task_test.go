@@ -36,6 +36,9 @@ func TestValidate(t *testing.T) {
 		{"network", func(t *Task) { t.Sandbox.Network = "host" }, []string{"sandbox.network"}},
 		{"tiny memory", func(t *Task) { t.Sandbox.MemoryMB = 8 }, []string{"sandbox.memory_mb"}},
 		{"protocol", func(t *Task) { t.Protocol = "xml" }, []string{"protocol"}},
+		{"plan mode", func(t *Task) { t.Mode = "plan"; t.AllowedTools = []string{"view", "grep"} }, nil},
+		{"bad mode", func(t *Task) { t.Mode = "auto" }, []string{"mode"}},
+		{"bad tool name", func(t *Task) { t.AllowedTools = []string{"view", "rm -rf"} }, []string{"allowed_tools[1]"}},
 		{"several", func(t *Task) { t.Repo.URL = ""; t.Instruction = "" }, []string{"repo.url", "instruction"}},
 	}
 	for _, c := range cases {

@@ -39,6 +39,7 @@ const (
 var (
 	idPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 	commitPattern = regexp.MustCompile(`^[0-9a-fA-F]{4,64}$`)
+	toolName      = regexp.MustCompile(`^[a-z_]{1,32}$`)
 )
 
 // Validate checks a task and returns a *ValidationError listing every field at
@@ -78,6 +79,16 @@ func (t *Task) Validate() error {
 	case "", "tools", "text":
 	default:
 		add("protocol", "%q is not one of tools, text", t.Protocol)
+	}
+	switch t.Mode {
+	case "", "plan":
+	default:
+		add("mode", "%q is not one of plan or empty", t.Mode)
+	}
+	for i, name := range t.AllowedTools {
+		if !toolName.MatchString(name) {
+			add(fmt.Sprintf("allowed_tools[%d]", i), "%q is not a tool name", name)
+		}
 	}
 	if l := t.Limits; l.MaxTurns < -1 || l.MaxTurns > MaxTurnsHardCap {
 		add("limits.max_turns", "must be -1 (unlimited under the hard cap), 0 (default) or 1..%d", MaxTurnsHardCap)

@@ -127,6 +127,7 @@ func (s *fakeSandbox) Close(context.Context) error { s.closed.Store(true); retur
 // fakeAgent plays an outcome; when fix is set it marks the sandbox fixed,
 // and when block is set it waits for the context to end.
 type fakeAgent struct {
+	last   *agent.Run
 	reason agent.StopReason
 	err    error
 	fix    *fakeProvider
@@ -134,6 +135,7 @@ type fakeAgent struct {
 }
 
 func (a *fakeAgent) Run(ctx context.Context, r *agent.Run) (*agent.Outcome, error) {
+	a.last = r
 	if a.block {
 		<-ctx.Done()
 		return &agent.Outcome{Reason: agent.StopCancelled}, nil

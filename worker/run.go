@@ -131,18 +131,23 @@ func (r *taskRun) run(parent context.Context) task.Report {
 	var out *agent.Outcome
 	_ = r.phase("agent", &r.timings.Agent, func() (err error) {
 		out, err = r.w.cfg.Agent.Run(ctx, &agent.Run{
-			Task:       *t,
-			ModelName:  modelName,
-			Model:      model,
-			Env:        env,
-			Workspace:  ws,
-			Baseline:   res.TestsBefore,
-			Limits:     agentLimits(limits),
-			Verify:     r.w.cfg.Verify,
-			Protocol:   t.Protocol,
-			OnEvent:    r.emit,
-			Trajectory: &r.trajectory,
-			Secrets:    r.w.cfg.Secrets,
+			Task:         *t,
+			ModelName:    modelName,
+			Model:        model,
+			Env:          env,
+			Workspace:    ws,
+			Baseline:     res.TestsBefore,
+			Limits:       agentLimits(limits),
+			Verify:       r.w.cfg.Verify,
+			Mode:         agent.Mode(t.Mode),
+			AllowedTools: t.AllowedTools,
+			PlanFirst:    t.PlanFirst,
+			Approval:     r.w.cfg.Approval,
+			Approve:      r.w.cfg.Approve,
+			Protocol:     t.Protocol,
+			OnEvent:      r.emit,
+			Trajectory:   &r.trajectory,
+			Secrets:      r.w.cfg.Secrets,
 		})
 		return err
 	})

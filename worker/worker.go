@@ -66,6 +66,10 @@ type Config struct {
 	TestTimeout time.Duration
 	// Verify is when the agent runs the test command during the loop.
 	Verify agent.VerifyPolicy
+	// Approval and Approve say who approves changing tool calls (yolo, the
+	// default, or confirm with an Approver, for `wrench run --approve`).
+	Approval agent.ApprovalMode
+	Approve  agent.Approver
 	// Secrets are redacted from trajectories and events.
 	Secrets []string
 	Logger  *slog.Logger

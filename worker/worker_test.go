@@ -165,3 +165,18 @@ func TestSandboxSpecOverrides(t *testing.T) {
 		t.Fatalf("spec %+v", s)
 	}
 }
+
+func TestRunPassesTaskOptionsToTheAgent(t *testing.T) {
+	ag := &fakeAgent{reason: agent.StopFinished}
+	approve := func(context.Context, agent.ApprovalRequest) (bool, error) { return true, nil }
+	w, _ := New(Config{Workspaces: &fakeWorkspaces{}, Sandboxes: &fakeProvider{}, Models: fakeModels(nil), Agent: ag,
+		Approval: agent.ApproveConfirm, Approve: approve})
+	tk := testTask()
+	tk.Mode, tk.PlanFirst, tk.AllowedTools, tk.Protocol = "plan", true, []string{"view"}, "text"
+	w.Run(context.Background(), tk, 1, nil)
+	r := ag.last
+	if r == nil || r.Mode != agent.ModePlan || !r.PlanFirst || len(r.AllowedTools) != 1 || r.Protocol != "text" ||
+		r.Approval != agent.ApproveConfirm || r.Approve == nil || r.Baseline == nil || r.Limits.HardTurnCap != task.MaxTurnsHardCap {
+		t.Fatalf("agent run %+v", r)
+	}
+}

@@ -28,6 +28,10 @@ type runFlags struct {
 	maxCost           float64
 	timeout           time.Duration
 	jsonOut, quiet    bool
+	approve, mode     string
+	tools             string
+	planFirst         bool
+	maxTokens         int64
 	common            commonFlags
 }
 
@@ -50,6 +54,11 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
 	fs.IntVar(&f.maxTurns, "max-turns", 0, "model turns at most (-1 unlimited under the hard cap; default 50)")
 	fs.Float64Var(&f.maxCost, "max-cost", 0, "model spend at most, in USD (default: no limit)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of the whole task (default 30m)")
+	fs.Int64Var(&f.maxTokens, "max-tokens", 0, "input plus output tokens at most (default: no limit)")
+	fs.StringVar(&f.approve, "approve", "yolo", "who approves commands and edits: yolo (nobody) or confirm (ask on the terminal)")
+	fs.StringVar(&f.mode, "mode", "", "plan: read-only tools, investigate and report without changing anything")
+	fs.BoolVar(&f.planFirst, "plan-first", false, "make a read-only plan before working")
+	fs.StringVar(&f.tools, "tools", "", "comma-separated tool allowlist (default: every tool)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result object as JSON on stdout")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
 	f.common.register(fs, env)
@@ -71,6 +80,15 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "wrench run: --verify %q is not one of finish, after_write, never\n", f.verify)
 		return exitBadInput
 	}
+	var approve agent.Approver
+	switch agent.ApprovalMode(f.approve) {
+	case agent.ApproveYolo:
+	case agent.ApproveConfirm:
+		approve = agent.PromptApprover(env.stdin, env.stderr)
+	default:
+		fmt.Fprintf(env.stderr, "wrench run: --approve %q is not one of yolo, confirm\n", f.approve)
+		return exitBadInput
+	}
 	if err := checkModelSpec(ctx, t.Model, env); err != nil {
 		fmt.Fprintf(env.stderr, "wrench run: %v\n", err)
 		return exitBadInput
@@ -83,6 +101,8 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
 		network:    f.network,
 		warm:       0,
 		deployment: f.common.deployment,
+		approval:   agent.ApprovalMode(f.approve),
+		approve:    approve,
 	})
 	if err != nil {
 		fmt.Fprintf(env.stderr, "wrench run: %v\n", err)
@@ -131,19 +151,33 @@ func (f *runFlags) task(env *cliEnv) (task.Task, error) {
 	}
 	model := f.model
 	t := task.Task{
-		ID:          task.NewID(),
-		Repo:        task.Repo{URL: repoURL, Ref: f.ref, Commit: f.commit},
-		Instruction: instr,
-		TestCommand: f.testCmd,
-		Image:       f.image,
-		Model:       model,
-		Protocol:    f.protocol,
-		Limits:      task.Limits{MaxTurns: f.maxTurns, MaxCostUSD: f.maxCost, Timeout: task.Duration(f.timeout)},
-		Sandbox:     task.SandboxOptions{Network: f.network},
-		Source:      task.Source{Kind: "cli"},
-		CreatedAt:   time.Now().UTC(),
+		ID:           task.NewID(),
+		Repo:         task.Repo{URL: repoURL, Ref: f.ref, Commit: f.commit},
+		Instruction:  instr,
+		TestCommand:  f.testCmd,
+		Image:        f.image,
+		Model:        model,
+		Protocol:     f.protocol,
+		Limits:       task.Limits{MaxTurns: f.maxTurns, MaxCostUSD: f.maxCost, MaxTokens: f.maxTokens, Timeout: task.Duration(f.timeout)},
+		Mode:         f.mode,
+		PlanFirst:    f.planFirst,
+		AllowedTools: splitList(f.tools),
+		Sandbox:      task.SandboxOptions{Network: f.network},
+		Source:       task.Source{Kind: "cli"},
+		CreatedAt:    time.Now().UTC(),
 	}
 	return t, t.Validate()
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // normalizeRepo turns a local path into an absolute path and checks that it

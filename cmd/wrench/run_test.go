@@ -87,6 +87,10 @@ func TestRunBadInput(t *testing.T) {
 		{"unknown model scheme", []string{"--repo", repo, "--task", "x", "--model", "foo://bar"}, "foo"},
 		{"missing script", []string{"--repo", repo, "--task", "x", "--model", "scripted:/no/such.yaml"}, "/no/such.yaml"},
 		{"bad verify", []string{"--repo", repo, "--task", "x", "--verify", "sometimes"}, "--verify"},
+		{"bad approve", []string{"--repo", repo, "--task", "x", "--approve", "maybe"}, "--approve"},
+		{"bad mode", []string{"--repo", repo, "--task", "x", "--mode", "auto"}, "mode"},
+		{"bad tool name", []string{"--repo", repo, "--task", "x", "--tools", "view,rm -rf"}, "allowed_tools"},
+		{"missing prompts dir", []string{"--repo", repo, "--task", "x", "--prompts", "/no/prompts", "--model", "scripted:" + filepath.Join(moduleRoot(t), "examples/go-calc/fix.yaml")}, "--prompts"},
 		{"bad ref", []string{"--repo", repo, "--task", "x", "--ref", "no-such-branch", "--model", "scripted:" + filepath.Join(moduleRoot(t), "examples/go-calc/fix.yaml")}, "no-such-branch"},
 	}
 	for _, c := range cases {

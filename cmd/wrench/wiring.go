@@ -31,12 +31,50 @@ type commonFlags struct {
 	deployment string
 	logLevel   string
 	runtime    string
+	agent      agentFlags
+}
+
+// agentFlags tune the agent itself.
+type agentFlags struct {
+	prompts        string
+	subAgents      bool
+	codeSearch     bool
+	noDiagnostics  bool
+	noProjectRules bool
+}
+
+// config builds the agent's configuration from the flags.
+func (a agentFlags) config(prices map[string]agent.Price, log *slog.Logger) (agent.Config, error) {
+	cfg := agent.Config{
+		Prices:                prices,
+		SubAgents:             agent.SubAgentConfig{Enabled: a.subAgents},
+		CodeSearch:            a.codeSearch,
+		Diagnostics:           agent.DiagnosticsConfig{Disabled: a.noDiagnostics},
+		NoProjectInstructions: a.noProjectRules,
+		Logger:                log,
+	}
+	if a.prompts != "" {
+		if st, err := os.Stat(a.prompts); err != nil || !st.IsDir() {
+			return cfg, &task.ValidationError{Fields: []task.FieldError{{Field: "--prompts", Problem: a.prompts + " is not a directory"}}}
+		}
+		ps, err := agent.LoadPromptSet(os.DirFS(a.prompts))
+		if err != nil {
+			return cfg, &task.ValidationError{Fields: []task.FieldError{{Field: "--prompts", Problem: err.Error()}}}
+		}
+		cfg.Prompts = ps
+	}
+	return cfg, nil
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, env *cliEnv) {
 	fs.StringVar(&c.dataDir, "data-dir", env.getenv("WRENCH_DATA_DIR"), "where workspaces, mirrors and state live (default ~/.cache/wrench)")
 	fs.StringVar(&c.deployment, "deployment", "local", "deployment name put on containers and workspaces (the reaper's scope)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
+	fs.StringVar(&c.agent.prompts, "prompts", "", "directory of prompt templates overriding the built-in ones (system.tmpl, instance.tmpl, …)")
+	fs.BoolVar(&c.agent.subAgents, "subagents", false, "offer the agent a read-only research sub-agent")
+	fs.BoolVar(&c.agent.codeSearch, "code-search", false, "offer the agent a ranked code search tool")
+	fs.BoolVar(&c.agent.noDiagnostics, "no-diagnostics", false, "do not run syntax checks (gofmt -e, python ast) after writes")
+	fs.BoolVar(&c.agent.noProjectRules, "no-project-instructions", false, "ignore AGENTS.md and .wrench/instructions.md in the repository")
 	fs.StringVar(&c.runtime, "runtime", env.getenv("WRENCH_RUNTIME"), "OCI runtime of sandboxes, e.g. runsc for gVisor (default: the engine's)")
 }
 
@@ -68,6 +106,9 @@ type workerOptions struct {
 	network    string
 	warm       int
 	deployment string
+	// approval and approve are for `wrench run --approve confirm`.
+	approval agent.ApprovalMode
+	approve  agent.Approver
 }
 
 // secretEnv names the environment variables whose values never reach a
@@ -129,12 +170,23 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 	if tok := firstNonEmpty(env.getenv("WRENCH_GIT_TOKEN"), env.getenv("GITHUB_TOKEN")); tok != "" {
 		auth = &workspace.Auth{Token: tok}
 	}
-	prices := llm.DefaultPrices()
+	acfg, err := o.common.agent.config(llm.DefaultPrices().AgentPrices(), log)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	ag := agent.New(acfg)
+	if err := ag.Validate(); err != nil {
+		closeAll()
+		return nil, nil, &task.ValidationError{Fields: []task.FieldError{{Field: "--prompts", Problem: err.Error()}}}
+	}
 	w, err := worker.New(worker.Config{
 		Workspaces:   workspaceOpener{m: wsm, auth: auth},
 		Sandboxes:    prov,
 		Models:       modelOpener(env),
-		Agent:        agent.New(agent.Config{Prices: prices.AgentPrices()}),
+		Agent:        ag,
+		Approval:     o.approval,
+		Approve:      o.approve,
 		DefaultImage: firstNonEmpty(o.image, defaultImage),
 		Verify:       o.verify,
 		Sandbox:      worker.SandboxDefaults{Network: o.network, Runtime: o.common.runtime},
@@ -172,6 +224,9 @@ func (o workspaceOpener) Open(ctx context.Context, taskID string, repo task.Repo
 
 func modelOpener(env *cliEnv) worker.ModelOpener {
 	return func(ctx context.Context, spec string) (agent.Model, string, func() error, error) {
+		if spec == humanModel {
+			return agent.NewHumanModel(env.stdin, env.stderr), humanModel, nil, nil
+		}
 		m, name, closeFn, err := llm.Open(ctx, spec, llm.OpenConfig{Getenv: env.getenv})
 		var se *llm.SpecError
 		if errors.As(err, &se) {
@@ -181,9 +236,16 @@ func modelOpener(env *cliEnv) worker.ModelOpener {
 	}
 }
 
+// humanModel is the --model value with which a person at the terminal
+// plays the model (seed 002's human mode).
+const humanModel = "human"
+
 // checkModelSpec rejects a --model value that can never work before any
 // container starts.
 func checkModelSpec(ctx context.Context, spec string, env *cliEnv) error {
+	if spec == humanModel {
+		return nil
+	}
 	_, _, closeFn, err := llm.Open(ctx, spec, llm.OpenConfig{Getenv: env.getenv})
 	if closeFn != nil {
 		_ = closeFn()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,28 @@ import (
 //
 // Errors are *CloneError, retriable or not; nothing is left on disk.
 func (m *Manager) Open(ctx context.Context, taskID string, repo task.Repo, auth *Auth) (*Workspace, error) {
+	return m.open(ctx, taskID, repo, auth, "")
+}
+
+// OpenIn is Open with the working tree in dir, an existing empty directory
+// outside Root — a warm sandbox's, already mounted at /workspace. The
+// workspace's labels and private state stay under Root as usual; Close
+// removes dir as well.
+func (m *Manager) OpenIn(ctx context.Context, taskID, dir string, repo task.Repo, auth *Auth) (*Workspace, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("workspace: open in %q: not an absolute path", dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, &CloneError{URL: repo.URL, Op: "open working directory", Retriable: true, Err: err}
+	}
+	if len(entries) > 0 {
+		return nil, fmt.Errorf("workspace: open in %s: directory is not empty", dir)
+	}
+	return m.open(ctx, taskID, repo, auth, dir)
+}
+
+func (m *Manager) open(ctx context.Context, taskID string, repo task.Repo, auth *Auth, workTree string) (*Workspace, error) {
 	start := time.Now()
 	if strings.TrimSpace(taskID) == "" {
 		return nil, errors.New("workspace: open: empty task id")
@@ -59,9 +82,13 @@ func (m *Manager) Open(ctx context.Context, taskID string, repo task.Repo, auth 
 		name:        name,
 		dir:         dir,
 		repoDir:     filepath.Join(dir, "repo"),
+		externalDir: workTree != "",
 		stateDir:    filepath.Join(dir, "state"),
 		checkpoints: map[plumbing.Hash]plumbing.Hash{},
 		stat:        map[string]statEntry{},
+	}
+	if workTree != "" {
+		w.repoDir = workTree
 	}
 	if err := m.populate(ctx, w, f, src, repo); err != nil {
 		_ = w.Close()
@@ -147,7 +174,7 @@ func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src sou
 	w.baseCommit, w.baseTree = c.Hash, c.TreeHash
 
 	gitDir := filepath.Join(w.repoDir, ".git")
-	if err := os.Mkdir(w.repoDir, 0o755); err != nil {
+	if err := os.Mkdir(w.repoDir, 0o755); err != nil && !(w.externalDir && errors.Is(err, fs.ErrExist)) {
 		return fail("create workspace", err)
 	}
 	g := workGitDir{commit: c.Hash, originURL: src.display, refs: map[plumbing.ReferenceName]plumbing.Hash{}}

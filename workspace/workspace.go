@@ -26,11 +26,14 @@ const checkpointRef = plumbing.ReferenceName("refs/wrench/checkpoints")
 // the sandbox can reach, so commands run there cannot corrupt them. Methods
 // are safe for concurrent use (they run one at a time).
 type Workspace struct {
-	m        *Manager
-	name     string // directory name under Config.Root
-	dir      string // Config.Root/name
-	repoDir  string // the working tree (Dir)
-	stateDir string // the private state repository
+	m       *Manager
+	name    string // directory name under Config.Root
+	dir     string // Config.Root/name
+	repoDir string // the working tree (Dir)
+	// externalDir is set when repoDir lies outside the workspace's own
+	// directory (OpenIn); Close removes it too.
+	externalDir bool
+	stateDir    string // the private state repository
 
 	mu     sync.Mutex
 	closed bool
@@ -228,6 +231,12 @@ func (w *Workspace) Close() error {
 	}
 	if err := w.m.removeDir(w.name); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("close workspace %s: %w", w.name, err)
+	}
+	if w.externalDir {
+		// RemoveAll removes symlinks, never what they point to.
+		if err := os.RemoveAll(w.repoDir); err != nil {
+			return fmt.Errorf("close workspace %s: remove %s: %w", w.name, w.repoDir, err)
+		}
 	}
 	return nil
 }

@@ -180,7 +180,7 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 		closeAll()
 		return nil, nil, &task.ValidationError{Fields: []task.FieldError{{Field: "--prompts", Problem: err.Error()}}}
 	}
-	w, err := worker.New(worker.Config{
+	wcfg := worker.Config{
 		Workspaces:   workspaceOpener{m: wsm, auth: auth},
 		Sandboxes:    prov,
 		Models:       modelOpener(env),
@@ -192,12 +192,29 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 		Sandbox:      worker.SandboxDefaults{Network: o.network, Runtime: o.common.runtime},
 		Secrets:      secrets(env),
 		Logger:       log,
-	})
+	}
+	w, err := worker.New(wcfg)
 	if err != nil {
 		closeAll()
 		return nil, nil, err
 	}
-	return w, closeAll, nil
+	if o.warm <= 0 {
+		return w, closeAll, nil
+	}
+	// A warm pool starts sandboxes shaped like a task that overrides
+	// nothing; the worker clones into a pooled sandbox's directory.
+	p, stopPool, err := startPool(prov, dataDir, o.warm, w.SandboxTemplate(), log)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	wcfg.Pool = poolAdapter{p}
+	if w, err = worker.New(wcfg); err != nil {
+		stopPool()
+		closeAll()
+		return nil, nil, err
+	}
+	return w, func() { stopPool(); closeAll() }, nil
 }
 
 // workspaceOpener adapts the go-git workspace manager to the worker,
@@ -210,14 +227,28 @@ type workspaceOpener struct {
 func (o workspaceOpener) Open(ctx context.Context, taskID string, repo task.Repo) (worker.Workspace, error) {
 	ws, err := o.m.Open(ctx, taskID, repo, o.auth)
 	if err != nil {
-		var ce *workspace.CloneError
-		if errors.As(err, &ce) {
-			if ce.Retriable {
-				return nil, &worker.TransientError{Err: err}
-			}
-			return nil, &worker.InputError{Err: err}
+		return nil, classifyClone(err)
+	}
+	return ws, nil
+}
+
+// classifyClone marks a clone error as the task's fault or a passing one.
+func classifyClone(err error) error {
+	var ce *workspace.CloneError
+	if errors.As(err, &ce) {
+		if ce.Retriable {
+			return &worker.TransientError{Err: err}
 		}
-		return nil, err
+		return &worker.InputError{Err: err}
+	}
+	return err
+}
+
+// OpenIn clones into a warm sandbox's directory.
+func (o workspaceOpener) OpenIn(ctx context.Context, taskID, dir string, repo task.Repo) (worker.Workspace, error) {
+	ws, err := o.m.OpenIn(ctx, taskID, dir, repo, o.auth)
+	if err != nil {
+		return nil, classifyClone(err)
 	}
 	return ws, nil
 }

@@ -85,7 +85,7 @@ func (f *fakeBackend) List(_ context.Context, o queue.ListOptions) ([]task.Statu
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if o.Cursor == "bogus" {
-		return nil, "", fmt.Errorf("list tasks: invalid cursor %q", o.Cursor)
+		return nil, "", fmt.Errorf("list tasks: %w: %q", queue.ErrBadCursor, o.Cursor)
 	}
 	var out []task.Status
 	for _, st := range f.tasks {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
@@ -93,8 +92,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	tasks, next, err := s.cfg.Backend.List(r.Context(), o)
 	if err != nil {
-		// queue reports a malformed cursor with a plain error.
-		if o.Cursor != "" && strings.Contains(err.Error(), "invalid cursor") {
+		if errors.Is(err, queue.ErrBadCursor) {
 			writeError(w, http.StatusBadRequest, "invalid query",
 				[]task.FieldError{{Field: "cursor", Problem: "is not a cursor this server issued"}})
 			return

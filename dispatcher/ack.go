@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -106,12 +108,21 @@ func (f *flight) nak(delay time.Duration) {
 	if delay > 0 {
 		err = f.msg.NakWithDelay(delay)
 	} else {
-		err = f.msg.Nak()
+		err = nakNow(f.msg)
 	}
 	if err != nil {
 		f.d.log.Warn("nak task", "task_id", f.t.ID, "err", err)
 	}
 }
+
+// nakNow hands msg back for redelivery at once. It is a Nak with an
+// explicit, negligible delay rather than a plain Nak: for a delayed Nak the
+// server also rewrites the delivery's time in the consumer's stored state
+// (as expired), while a plain Nak only queues the redelivery in memory. So
+// when the server stops right after (the embedded NATS of `wrench serve`
+// at shutdown), the restarted server redelivers the task at once instead of
+// after AckWait from its last heartbeat.
+func nakNow(msg jetstream.Msg) error { return msg.NakWithDelay(time.Nanosecond) }
 
 // ack acknowledges the delivery and waits for the server to confirm; if the
 // ack is lost the task is redelivered, found final and acked then.

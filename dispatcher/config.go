@@ -31,13 +31,15 @@ func (f RunnerFunc) Run(ctx context.Context, t task.Task, attempt int, onEvent f
 // Config configures a [Dispatcher]. Zero fields take the defaults below.
 type Config struct {
 	// Slots is how many tasks run at once (1). The dispatcher fetches a task
-	// only when a slot is free, so it never holds more than Slots.
+	// only when a slot is free, so it never runs more than Slots.
 	Slots int
 	// WorkerID names this worker in task states and results (host-pid).
 	WorkerID string
 	// PerRepoLimit caps how many tasks of one repository (by URL) this
 	// worker runs at once; 0 means no cap. A task over the cap is held,
-	// heartbeated, until one of the same repository finishes.
+	// heartbeated and without a slot (other repositories' tasks run
+	// meanwhile), until one of the same repository finishes. A worker
+	// holds at most 2 x Slots deliveries, running or waiting.
 	PerRepoLimit int
 	// Grace is how long running tasks may go on after Run's ctx is done
 	// before they are cancelled and handed back; 0 hands them back at once.
@@ -144,8 +146,7 @@ type Observer interface {
 	// TaskStarted returned, or a background one.
 	TaskFinished(ctx context.Context, res task.Result, elapsed time.Duration)
 	// TaskRequeued is called when a delivery is handed back for another
-	// attempt: reason is "retry: …" (infrastructure fault), "shutdown" or
-	// "repo_limit".
+	// attempt: reason is "retry: …" (infrastructure fault) or "shutdown".
 	TaskRequeued(ctx context.Context, id string, attempt int, reason string)
 	// TaskDeadLettered is called when a task is moved to the dead-letter
 	// stream.

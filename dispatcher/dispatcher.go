@@ -37,7 +37,8 @@ type Dispatcher struct {
 	obs    Observer
 
 	started  atomic.Bool
-	slots    chan struct{}
+	slots    chan struct{} // one per running task
+	inbox    chan struct{} // one per delivery held: running or waiting
 	handlers sync.WaitGroup
 
 	mu      sync.Mutex
@@ -63,6 +64,7 @@ func New(conn *queue.Conn, runner Runner, cfg Config) (*Dispatcher, error) {
 		log:     cfg.Logger.With("worker", cfg.WorkerID),
 		obs:     cfg.Observer,
 		slots:   make(chan struct{}, cfg.Slots),
+		inbox:   make(chan struct{}, 2*cfg.Slots),
 		running: make(map[*flight]struct{}),
 		repos:   make(map[string]int),
 		repoCh:  make(chan struct{}),
@@ -133,13 +135,21 @@ func (d *Dispatcher) run(ctx context.Context, cons, deadCons jetstream.Consumer)
 	return nil
 }
 
-// fetchLoop pulls one task per free slot until ctx is done.
+// fetchLoop pulls one task per free slot until ctx is done. A fetch also
+// needs room in the inbox, which bounds the deliveries this worker holds
+// (2 x Slots): those running, and those waiting without a slot for their
+// repository's turn (see holdRepo).
 func (d *Dispatcher) fetchLoop(ctx context.Context, cons jetstream.Consumer, runBase context.Context) {
 	failures := 0
 	for {
 		select {
-		case d.slots <- struct{}{}:
+		case d.inbox <- struct{}{}:
 		case <-ctx.Done():
+			return
+		}
+		s := &runSlot{d: d}
+		if s.acquire(ctx) != nil {
+			<-d.inbox
 			return
 		}
 		msg, err := d.fetchOne(cons)
@@ -151,8 +161,11 @@ func (d *Dispatcher) fetchLoop(ctx context.Context, cons jetstream.Consumer, run
 				d.log.Warn("workers consumer was missing; recreated")
 			}
 		}
+		if err != nil || msg == nil {
+			s.release()
+			<-d.inbox
+		}
 		if err != nil {
-			<-d.slots
 			failures++
 			wait := min(time.Duration(failures)*100*time.Millisecond, 2*time.Second)
 			d.log.Warn("fetch task", "err", err, "retry_in", wait)
@@ -165,24 +178,55 @@ func (d *Dispatcher) fetchLoop(ctx context.Context, cons jetstream.Consumer, run
 		}
 		failures = 0
 		if msg == nil {
-			<-d.slots
 			continue
 		}
 		if ctx.Err() != nil {
 			// Fetched while stopping: hand it straight back.
-			_ = msg.Nak()
-			<-d.slots
+			nakNow(msg)
+			s.release()
+			<-d.inbox
 			return
 		}
-		d.obs.Slots(len(d.slots), d.cfg.Slots)
 		d.handlers.Go(func() {
 			defer func() {
-				<-d.slots
-				d.obs.Slots(len(d.slots), d.cfg.Slots)
+				s.release()
+				<-d.inbox
 			}()
-			d.handle(runBase, msg)
+			d.handle(runBase, msg, s)
 		})
 	}
+}
+
+// runSlot is one delivery's claim on one of the Slots. It is used by one
+// goroutine at a time.
+type runSlot struct {
+	d    *Dispatcher
+	held bool
+}
+
+// acquire waits for a free slot (at once when this claim holds one).
+func (s *runSlot) acquire(ctx context.Context) error {
+	if s.held {
+		return nil
+	}
+	select {
+	case s.d.slots <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	s.held = true
+	s.d.obs.Slots(len(s.d.slots), s.d.cfg.Slots)
+	return nil
+}
+
+// release frees the slot, if this claim holds one.
+func (s *runSlot) release() {
+	if !s.held {
+		return
+	}
+	<-s.d.slots
+	s.held = false
+	s.d.obs.Slots(len(s.d.slots), s.d.cfg.Slots)
 }
 
 // fetchOne waits up to FetchWait for one task; nil when none came.

@@ -46,8 +46,9 @@ func (d *Dispatcher) untrack(f *flight) {
 	d.mu.Unlock()
 }
 
-// handle takes one delivery from decoding to its acknowledgement.
-func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg) {
+// handle takes one delivery from decoding to its acknowledgement; s is the
+// run slot it was fetched with.
+func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg, s *runSlot) {
 	md, err := msg.Metadata()
 	if err != nil {
 		d.log.Error("drop message without metadata", "subject", msg.Subject(), "err", err)
@@ -72,7 +73,7 @@ func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg) {
 	hb := f.startHeartbeat()
 	defer hb.stop()
 
-	release, holdErr := d.holdRepo(ctx, t)
+	release, holdErr := d.holdRepo(ctx, t, s)
 	defer release()
 	if holdErr != nil && errors.Is(context.Cause(ctx), errShutdown) {
 		d.log.Info("hand back held task", "task_id", t.ID)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -25,6 +26,10 @@ type ListOptions struct {
 	// newest task.
 	Cursor string
 }
+
+// ErrBadCursor reports a [ListOptions.Cursor] that [Conn.List] did not
+// issue.
+var ErrBadCursor = errors.New("invalid list cursor")
 
 // Page sizes for [Conn.List].
 const (
@@ -115,7 +120,7 @@ func parseCursor(s string) (listKey, error) {
 	ns, id, ok := strings.Cut(s, "~")
 	n, err := strconv.ParseInt(ns, 10, 64)
 	if !ok || err != nil || id == "" {
-		return listKey{}, fmt.Errorf("list tasks: invalid cursor %q", s)
+		return listKey{}, fmt.Errorf("list tasks: %w: %q", ErrBadCursor, s)
 	}
 	return listKey{time.Unix(0, n), id}, nil
 }

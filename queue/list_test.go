@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -60,7 +61,9 @@ func TestListNewestFirstFilterAndCursor(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := c.List(ctx, queue.ListOptions{Cursor: "garbage"}); err == nil {
-		t.Fatal("List accepted a bad cursor")
+	for _, bad := range []string{"garbage", "12~", "x~t-1"} {
+		if _, _, err := c.List(ctx, queue.ListOptions{Cursor: bad}); !errors.Is(err, queue.ErrBadCursor) {
+			t.Errorf("cursor %q: err = %v, want ErrBadCursor", bad, err)
+		}
 	}
 }

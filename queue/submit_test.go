@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -159,5 +161,32 @@ func TestCancelRunningRecordsRequest(t *testing.T) {
 	}
 	if ok, err := c.CancelRequested(ctx, "t-cr"); !ok || err != nil {
 		t.Fatalf("CancelRequested = %v, %v", ok, err)
+	}
+}
+
+func TestQueueLag(t *testing.T) {
+	c := connect(t, startNATS(t, ""))
+	ctx := context.Background()
+	submit(t, c, newTask("t-l1"))
+	submit(t, c, newTask("t-l2"))
+	// No worker yet: no consumer, and QueueLag must not create one.
+	if p, a, err := c.QueueLag(ctx); err != nil || p != 2 || a != 0 {
+		t.Fatalf("before any worker: pending %d, ack pending %d, %v", p, a, err)
+	}
+	if _, err := c.TaskStream().Consumer(ctx, queue.WorkersConsumer); err == nil {
+		t.Fatal("QueueLag created the workers consumer")
+	}
+	cons, err := c.TaskConsumer(ctx, queue.ConsumerConfig{AckWait: time.Minute, MaxDeliver: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range batch.Messages() {
+	}
+	if p, a, err := c.QueueLag(ctx); err != nil || p != 1 || a != 1 {
+		t.Fatalf("one task running: pending %d, ack pending %d, %v", p, a, err)
 	}
 }

@@ -56,6 +56,43 @@ func TestServeRestartKeepsTasks(t *testing.T) {
 	}
 }
 
+// TestHandBackRedeliveredAtOnceAfterRestart: a task handed back when serve
+// stops runs as soon as serve starts again on the same data dir, not after
+// --ack-wait (ten minutes here; the wait below gives up after one): the
+// hand-back marks the delivery expired in the consumer's stored state.
+func TestHandBackRedeliveredAtOnceAfterRestart(t *testing.T) {
+	dataDir := t.TempDir()
+	longAck := func(f *serveFlags) { f.service.ackWait = 10 * time.Minute }
+	srv := startServeWith(t, dataDir, "", fakeRunner(nil), longAck)
+	if code, _, errOut := wrench(t, srv, "submit", "--repo", "/r", "--task", "block", "--id", "t-back"); code != exitOK {
+		t.Fatalf("submit: %d %s", code, errOut)
+	}
+	c := api.NewClient(srv.url, "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = c.Events(ctx, "t-back", 0, func(ev task.Event) error {
+		if ev.Kind == task.EventTurn {
+			return context.Canceled // running
+		}
+		return nil
+	})
+	if code := srv.shutdown(t); code != exitOK {
+		t.Fatalf("serve exited %d on shutdown: %s", code, srv.stderr.String())
+	}
+
+	release := make(chan struct{})
+	close(release)
+	srv2 := startServeWith(t, dataDir, "", fakeRunner(release), longAck)
+	code, _, errOut := wrench(t, srv2, "watch", "t-back")
+	if code != exitOK {
+		t.Fatalf("handed-back task after restart: exit %d (redelivered only after --ack-wait?): %s", code, errOut)
+	}
+	st, err := api.NewClient(srv2.url, "").Status(context.Background(), "t-back")
+	if err != nil || st.Attempt != 2 {
+		t.Errorf("status %+v, %v; want attempt 2", st, err)
+	}
+}
+
 // TestWorkerJoinsServe runs `wrench worker` against the NATS a serve
 // exposes with --nats-listen: the two share the work queue.
 func TestWorkerJoinsServe(t *testing.T) {

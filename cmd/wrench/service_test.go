@@ -94,6 +94,12 @@ func (s *syncBuffer) String() string {
 
 func startServe(t *testing.T, dataDir, token string, runner dispatcher.Runner) *testServer {
 	t.Helper()
+	return startServeWith(t, dataDir, token, runner, nil)
+}
+
+// startServeWith is startServe with the flags changed by mod first.
+func startServeWith(t *testing.T, dataDir, token string, runner dispatcher.Runner, mod func(*serveFlags)) *testServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -102,10 +108,11 @@ func startServe(t *testing.T, dataDir, token string, runner dispatcher.Runner) *
 	ts := &testServer{url: "http://" + ln.Addr().String(), stop: cancel, done: make(chan int, 1), stderr: &syncBuffer{}}
 	env := &cliEnv{stdin: strings.NewReader(""), stdout: io.Discard, stderr: ts.stderr, getenv: func(string) string { return "" }}
 	f := serveFlags{httpAddr: ln.Addr().String(), token: token, maxBody: api.DefaultMaxBody,
-		// A short AckWait: a task handed back when the embedded server
-		// stopped is redelivered after a restart only once it runs out.
 		service: serviceFlags{common: commonFlags{dataDir: dataDir, logLevel: os.Getenv("WRENCH_TEST_LOG")}, slots: 2, verify: "finish",
 			ackWait: time.Second}}
+	if mod != nil {
+		mod(&f)
+	}
 	go func() { ts.done <- serve(ctx, env, f, runner, ln) }()
 	t.Cleanup(func() { ts.shutdown(t) })
 	// Wait until the API answers ready (bounded by the test's timeout).

@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
-# `make bench`: every benchmark, -count runs each, summarised as medians with
-# the ratios the targets are stated in, all measured in this same run.
+# `make bench`: every benchmark, BENCH_COUNT runs each, summarised as medians
+# with the ratios the targets are stated in, all measured in this same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 count=${BENCH_COUNT:-5}
-out=${BENCH_OUT:-.bench/latest.txt}
+out=${BENCH_OUT:-.bench/latest}
 mkdir -p "$(dirname "$out")"
-echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version | cut -d' ' -f3), docker $(docker version --format '{{.Server.Version}}' 2>/dev/null || echo none)" | tee "$out.head"
-# Benchmarks that start containers or clone big repositories take a few
-# runs, not a fixed time.
-CGO_ENABLED=0 go test -run '^$' -bench . -benchmem -count "$count" -benchtime "${BENCH_TIME:-1x}" -timeout 60m \
-  ./sandbox/... ./workspace/... ./dispatcher/... 2>&1 | tee "$out.slow"
-CGO_ENABLED=0 go test -run '^$' -bench . -benchmem -count "$count" -timeout 20m \
-  ./agent/... ./llm/... ./tools/... 2>&1 | tee "$out.fast"
-cat "$out.slow" "$out.fast" | go run ./tools/benchtable \
+: > "$out.raw"
+export CGO_ENABLED=0
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version | cut -d' ' -f3), docker $(docker version --format '{{.Server.Version}}' 2>/dev/null || echo none), load $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out.head"
+
+# bench PKG REGEX ITERATIONS: one benchmark family, a fixed number of
+# iterations per run (container starts and clones are too slow for -benchtime
+# in seconds, per-call ones too fast for one iteration).
+bench() {
+  go test -run '^$' -bench "$2" -benchmem -count "$count" -benchtime "$3" -timeout 60m "$1" 2>&1 | tee -a "$out.raw"
+}
+bench ./sandbox/docker 'SandboxReady' 3x
+bench ./sandbox/docker 'Exec' 50x
+bench ./sandbox/pool 'PoolAcquire' 5x
+bench ./sandbox/image 'FirstGoTest' 3x
+bench ./workspace 'Clone' 1x
+bench ./dispatcher 'DispatchOverhead|Throughput|CancelLatency' 300x
+bench ./dispatcher 'MemoryPerInFlightTask' 3x
+bench ./agent 'Turn|Cancel' 500x
+bench ./agent/editformat '.' 1s
+bench ./llm '.' 1s
+
+go run ./tools/benchtable \
   -ratio 'SandboxReady/wrench_start=SandboxReady/docker_run_true' \
   -ratio 'Exec/shim=Exec/cli_docker_exec' \
   -ratio 'Exec/shim=Exec/api_exec' \
@@ -21,4 +35,4 @@ cat "$out.slow" "$out.fast" | go run ./tools/benchtable \
   -ratio 'FirstGoTest/prebuilt_cache=FirstGoTest/empty_cache' \
   -ratio 'FirstGoTest/prebuilt_cache/net_http=FirstGoTest/empty_cache/net_http' \
   -ratio 'Clone/first=Clone/git_cli' \
-  -ratio 'Clone/mirror=Clone/git_cli' | tee "$out"
+  -ratio 'Clone/mirror=Clone/git_cli' < "$out.raw" | tee "$out.md"

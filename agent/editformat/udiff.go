@@ -107,8 +107,11 @@ func hunkRange(start, n int) string {
 	return fmt.Sprintf("%d,%d", start+1, n)
 }
 
-// diffLines returns the edit script turning a into b.
-func diffLines(a, b []string) []lineOp {
+// LineChanges compares two sequences of lines with Myers' linear-space
+// algorithm and reports which lines of a are deleted and which lines of b
+// are inserted; the rest are common, in order. Past a fixed work budget a
+// region is reported as wholly replaced: still correct, not minimal.
+func LineChanges(a, b []string) (deleted, inserted []bool) {
 	ids := map[string]int{}
 	intern := func(lines []string) []int {
 		out := make([]int, len(lines))
@@ -125,15 +128,20 @@ func diffLines(a, b []string) []lineOp {
 	d := &differ{a: intern(a), b: intern(b), budget: diffBudget}
 	d.del, d.ins = make([]bool, len(a)), make([]bool, len(b))
 	d.compare(0, len(a), 0, len(b))
+	return d.del, d.ins
+}
 
+// diffLines returns the edit script turning a into b.
+func diffLines(a, b []string) []lineOp {
+	del, ins := LineChanges(a, b)
 	ops := make([]lineOp, 0, max(len(a), len(b)))
 	i, j := 0, 0
 	for i < len(a) || j < len(b) {
 		switch {
-		case i < len(a) && d.del[i]:
+		case i < len(a) && del[i]:
 			ops = append(ops, lineOp{'-', i, j})
 			i++
-		case j < len(b) && d.ins[j]:
+		case j < len(b) && ins[j]:
 			ops = append(ops, lineOp{'+', i, j})
 			j++
 		default:

@@ -22,6 +22,10 @@
 // container is killed. The optional OCI runtime (e.g. runsc) must be
 // registered with the engine.
 //
+// A fork bomb does not take the sandbox down: the shim keeps OS threads in
+// reserve and kills the commands' process groups when the pids limit
+// stays reached (see package shim), so the call returns a failed result.
+//
 // The workspace has no engine quota (Docker's size options do not apply
 // to bind mounts), so a watchdog measures it through the shim every few
 // seconds; past the disk limit the container is killed and every later

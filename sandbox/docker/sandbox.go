@@ -45,7 +45,7 @@ func newSandbox(p *Provider, id string, spec sandbox.Spec) *Sandbox {
 		p:        p,
 		id:       id,
 		spec:     spec,
-		stderr:   &tailBuffer{max: 4 << 10},
+		stderr:   &tailBuffer{headMax: 1 << 10, max: 4 << 10},
 		env:      maps.Clone(spec.Env),
 		lifetime: spec.Timeout,
 		started:  time.Now(),
@@ -215,9 +215,18 @@ func (s *Sandbox) diagnose(op string, cause error) error {
 	case st.State != nil && st.State.OOMKilled:
 		return sbErr(sandbox.ErrLimit, op, fmt.Errorf("sandbox ran out of memory (limit %d MiB)", s.spec.MemoryBytes>>20))
 	case st.State != nil && !st.State.Running:
-		return sbErr(sandbox.ErrGone, op, fmt.Errorf("container %s exited with code %d: %w", shortID(s.id), st.State.ExitCode, cause))
+		return sbErr(sandbox.ErrGone, op, fmt.Errorf("container %s exited with code %d: %w%s", shortID(s.id), st.State.ExitCode, cause, s.stderrNote()))
 	}
 	return sbErr(sandbox.ErrGone, op, cause)
+}
+
+// stderrNote is the first line of the shim's last words (a Go runtime
+// abort names its cause there), for an error message.
+func (s *Sandbox) stderrNote() string {
+	if line := s.stderr.FirstLine(); line != "" {
+		return " (shim stderr: " + line + ")"
+	}
+	return ""
 }
 
 // Close stops and removes the container. It is idempotent and safe to call

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/docker/docker/api/types"
@@ -69,25 +70,47 @@ func (c *attachConn) Close() error {
 	return nil
 }
 
-// tailBuffer keeps the last bytes written to it.
+// tailBuffer keeps the first bytes written to it (where a Go runtime
+// abort names its cause) and the last ones.
 type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
+	mu      sync.Mutex
+	headMax int // bytes kept from the start
+	max     int // bytes kept from the end
+	head    []byte
+	buf     []byte
+	skipped bool
 }
 
 func (b *tailBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	n := len(p)
+	if room := b.headMax - len(b.head); room > 0 {
+		k := min(room, len(p))
+		b.head = append(b.head, p[:k]...)
+		p = p[k:]
+	}
 	b.buf = append(b.buf, p...)
 	if over := len(b.buf) - b.max; over > 0 {
 		b.buf = append(b.buf[:0], b.buf[over:]...)
+		b.skipped = true
 	}
-	return len(p), nil
+	return n, nil
 }
 
+// String is the head and the tail, with "…" where bytes were dropped.
 func (b *tailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return string(b.buf)
+	if b.skipped {
+		return string(b.head) + "\n…\n" + string(b.buf)
+	}
+	return string(b.head) + string(b.buf)
+}
+
+// FirstLine is the first non-empty line written.
+func (b *tailBuffer) FirstLine() string {
+	s := strings.TrimSpace(b.String())
+	line, _, _ := strings.Cut(s, "\n")
+	return strings.TrimSpace(line)
 }

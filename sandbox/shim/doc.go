@@ -23,6 +23,19 @@
 // When the input stream ends the server cancels everything in flight,
 // waits for it and returns, so closing the stream stops the sandbox.
 //
+// # Process limit
+//
+// The shim shares the sandbox's pids limit with the commands it runs; a Go
+// program that cannot create an OS thread aborts. So [Serve] first makes
+// the runtime create a pool of idle OS threads (Options.ReserveThreads),
+// and, while commands run, samples the sandbox's pids cgroup: when the
+// limit stays reached (forks refused, or as many tasks as allowed) for
+// Options.PidsSustain, the running commands' process groups are killed and
+// each result ends with a note saying so (exit 137). A command that cannot
+// even start for lack of processes is a result too (exit 126, a note), not
+// an error. A per-command RLIMIT_NPROC is not used: the kernel counts it per
+// user across the host, and every sandbox runs as the same user.
+//
 // # Paths
 //
 // File operations take paths relative to the workspace (absolute paths

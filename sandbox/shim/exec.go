@@ -59,9 +59,15 @@ func (s *server) runExec(ctx context.Context, req *Request) (*ExecOutcome, error
 	err = cmd.Start()
 	pw.Close()
 	if err != nil {
-		return nil, fmt.Errorf("exec: start %s: %w", s.shell, err)
+		err = fmt.Errorf("exec: start %s: %w", s.shell, err)
+		if res, ok := startFailure(err); ok {
+			return res, nil
+		}
+		return nil, err
 	}
 	pgid := cmd.Process.Pid
+	group := &execGroup{pgid: pgid}
+	s.addGroup(group)
 	stdinDone := make(chan struct{})
 	if stdinW != nil {
 		cmd.Stdin.(*os.File).Close()
@@ -101,6 +107,7 @@ func (s *server) runExec(ctx context.Context, req *Request) (*ExecOutcome, error
 	}
 	// Stragglers left in the group (backgrounded, ignoring SIGTERM) go now.
 	syscall.Kill(-pgid, syscall.SIGKILL)
+	s.removeGroup(group) // before the shell's pid can be reused
 	select {
 	case <-drained:
 	case <-time.After(s.opts.DrainGrace):
@@ -114,6 +121,9 @@ func (s *server) runExec(ctx context.Context, req *Request) (*ExecOutcome, error
 	<-stdinDone
 	if canceled {
 		return nil, fmt.Errorf("exec: %w", errCanceled)
+	}
+	if limit := s.killedByGuard(group); limit > 0 {
+		out.Write([]byte(pidsNote(limit, s.opts.PidsSustain)))
 	}
 	output, dropped := out.Bytes()
 	return &ExecOutcome{

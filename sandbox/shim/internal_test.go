@@ -2,9 +2,15 @@ package shim
 
 import (
 	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestCapture(t *testing.T) {
@@ -94,5 +100,71 @@ func TestMatchSegs(t *testing.T) {
 		if got := matchSegs(strings.Split(tt.pat, "/"), strings.Split(tt.path, "/")); got != tt.want {
 			t.Errorf("matchSegs(%q, %q) = %v", tt.pat, tt.path, got)
 		}
+	}
+}
+
+func TestPidsWatch(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	type step struct {
+		at              time.Duration
+		current, refuse int64
+		want            bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"below the limit never fires", []step{{0, 10, 0, false}, {time.Second, 20, 0, false}, {5 * time.Second, 127, 0, false}}},
+		{"at the limit for the sustain period", []step{{0, 128, 0, false}, {500 * time.Millisecond, 128, 0, false}, {time.Second, 128, 0, true}}},
+		{"refused forks count though current dipped", []step{{0, 100, 1, false}, {500 * time.Millisecond, 120, 5, false}, {time.Second, 110, 9, false}, {1500 * time.Millisecond, 110, 12, true}}},
+		{"first sample's refusals are history", []step{{0, 10, 50, false}, {time.Second, 10, 50, false}, {2 * time.Second, 10, 50, false}}},
+		{"a break restarts the period", []step{{0, 128, 0, false}, {800 * time.Millisecond, 50, 0, false}, {time.Second, 128, 0, false}, {1500 * time.Millisecond, 128, 0, false}, {2 * time.Second, 128, 0, true}}},
+		{"after firing the period starts over", []step{{0, 128, 0, false}, {time.Second, 128, 0, true}, {1200 * time.Millisecond, 128, 0, false}, {2200 * time.Millisecond, 128, 0, true}}},
+		{"no events file: current alone", []step{{0, 128, -1, false}, {time.Second, 128, -1, true}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &pidsWatch{sustain: time.Second, lastRefused: -1}
+			for i, st := range tt.steps {
+				got := w.observe(pidsSample{limit: 128, current: st.current, refused: st.refuse}, t0.Add(st.at))
+				if got != st.want {
+					t.Errorf("step %d (%+v): observe = %v, want %v", i, st, got, st.want)
+				}
+			}
+		})
+	}
+}
+
+func TestPidsCgroupSample(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, v string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("pids.max", "max\n")
+	if _, err := pidsCgroup(dir).sample(); err == nil {
+		t.Errorf("sample of an unlimited cgroup: no error")
+	}
+	write("pids.max", "128\n")
+	write("pids.current", "17\n")
+	got, err := pidsCgroup(dir).sample()
+	if err != nil || got != (pidsSample{limit: 128, current: 17, refused: -1}) {
+		t.Errorf("without pids.events: %+v, %v", got, err)
+	}
+	write("pids.events", "max 42\n")
+	got, err = pidsCgroup(dir).sample()
+	if err != nil || got != (pidsSample{limit: 128, current: 17, refused: 42}) {
+		t.Errorf("with pids.events: %+v, %v", got, err)
+	}
+}
+
+func TestStartFailure(t *testing.T) {
+	res, ok := startFailure(fmt.Errorf("exec: start /bin/bash: fork/exec /bin/bash: %w", syscall.EAGAIN))
+	if !ok || res.ExitCode != 126 || !strings.Contains(string(res.Output), "process limit") {
+		t.Errorf("EAGAIN: %+v %v, want a result about the process limit", res, ok)
+	}
+	if _, ok := startFailure(fmt.Errorf("exec: start: %w", fs.ErrNotExist)); ok {
+		t.Errorf("a missing shell became a result")
 	}
 }

@@ -38,6 +38,21 @@ type Options struct {
 	// and its group was killed, for processes that left the group but
 	// hold the output pipe (default 200 ms).
 	DrainGrace time.Duration
+	// ReserveThreads is how many idle OS threads the shim makes at start,
+	// so it keeps working when commands have used up the sandbox's pids
+	// limit (default 16; negative for none).
+	ReserveThreads int
+	// PidsCgroup is the directory of the sandbox's pids cgroup (with
+	// pids.max, pids.current, pids.events); "" finds it, "none" turns the
+	// pids guard off. The guard is off, too, when no cgroup with a
+	// numeric limit is found.
+	PidsCgroup string
+	// PidsInterval is how often the guard samples the cgroup while
+	// commands run (default 200 ms), and PidsSustain how long the limit
+	// must stay reached before the running commands' process groups are
+	// killed (default 1 s).
+	PidsInterval time.Duration
+	PidsSustain  time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -62,6 +77,15 @@ func (o Options) withDefaults() Options {
 	if o.DrainGrace <= 0 {
 		o.DrainGrace = 200 * time.Millisecond
 	}
+	if o.ReserveThreads == 0 {
+		o.ReserveThreads = 16
+	}
+	if o.PidsInterval <= 0 {
+		o.PidsInterval = 200 * time.Millisecond
+	}
+	if o.PidsSustain <= 0 {
+		o.PidsSustain = time.Second
+	}
 	return o
 }
 
@@ -76,6 +100,9 @@ type server struct {
 	mu       sync.Mutex
 	inflight map[uint64]context.CancelFunc
 	wg       sync.WaitGroup
+
+	gmu    sync.Mutex
+	groups map[*execGroup]struct{} // running commands
 }
 
 // Serve answers requests read from r with responses written to w until r
@@ -91,7 +118,10 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, opts Options) error {
 		return fmt.Errorf("shim: open workspace: %w", err)
 	}
 	defer root.Close()
-	s := &server{opts: opts, shell: opts.Shell, root: root, w: w, inflight: map[uint64]context.CancelFunc{}}
+	if opts.ReserveThreads > 0 {
+		reserveThreads(opts.ReserveThreads)
+	}
+	s := &server{opts: opts, shell: opts.Shell, root: root, w: w, inflight: map[uint64]context.CancelFunc{}, groups: map[*execGroup]struct{}{}}
 	hello := &Hello{Version: ProtocolVersion, PID: os.Getpid(), UID: os.Getuid(), Shell: s.shell, WorkDir: opts.WorkDir}
 	if err := s.send(&Response{Hello: hello}); err != nil {
 		return fmt.Errorf("shim: send hello: %w", err)
@@ -99,6 +129,13 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, opts Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if cg := s.pidsCgroup(); cg != "" {
+		s.wg.Add(1)
+		go func() { // ends with ctx, before Serve returns
+			defer s.wg.Done()
+			s.guardPids(ctx, cg)
+		}()
+	}
 	reqs := make(chan *Request)
 	readErr := make(chan error, 1)
 	go func() { // ends when r does; Serve's caller owns r
@@ -221,4 +258,15 @@ func (s *server) send(resp *Response) error {
 	defer s.wmu.Unlock()
 	_, err = s.w.Write(frame)
 	return err
+}
+
+// pidsCgroup is the cgroup the pids guard watches, or "" for none.
+func (s *server) pidsCgroup() pidsCgroup {
+	switch s.opts.PidsCgroup {
+	case "none":
+		return ""
+	case "":
+		return findPidsCgroup()
+	}
+	return pidsCgroup(s.opts.PidsCgroup)
 }

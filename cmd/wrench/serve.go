@@ -50,7 +50,7 @@ func (s *serviceFlags) register(fs *flag.FlagSet, env *cliEnv) {
 	fs.StringVar(&s.image, "image", "", "default sandbox image (default "+defaultImage+")")
 	fs.StringVar(&s.network, "network", "", "default sandbox network: none (default) or bridge")
 	fs.StringVar(&s.verify, "verify", "finish", "when agents run the tests: finish, after_write or never")
-	fs.StringVar(&s.otlp, "otlp-endpoint", "", "OTLP/HTTP base URL for traces, spans go to its /v1/traces (default $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, or $OTEL_EXPORTER_OTLP_ENDPOINT; none: no tracing)")
+	fs.StringVar(&s.otlp, "otlp-endpoint", "", "OTLP/HTTP base URL for traces, spans go to its /v1/traces (default $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, or $OTEL_EXPORTER_OTLP_ENDPOINT; with none of them, no tracing)")
 	fs.StringVar(&s.workerID, "worker-id", "", "name of this worker in task states (default host-pid)")
 	fs.DurationVar(&s.ackWait, "ack-wait", dispatcher.DefaultAckWait, "how long a task whose worker went silent waits before another worker gets it")
 }

@@ -186,3 +186,13 @@ func TestAdopt(t *testing.T) {
 		t.Errorf("env after Adopt = %q", res.Output)
 	}
 }
+
+// The smallest pids limit a task may ask for (16) leaves the shim, which
+// keeps OS threads in reserve, room to start and commands room to run.
+func TestTightPidsLimit(t *testing.T) {
+	f := newFixture(t, nil)
+	sb := f.start(t, sandbox.Spec{Pids: 16})
+	if res := run(t, sb, "echo ok | cat"); res.ExitCode != 0 || string(res.Output) != "ok\n" {
+		t.Errorf("under pids 16: exit %d %q", res.ExitCode, res.Output)
+	}
+}

@@ -168,3 +168,32 @@ func TestStartFailure(t *testing.T) {
 		t.Errorf("a missing shell became a result")
 	}
 }
+
+func TestReserveCount(t *testing.T) {
+	cgroup := func(max, current string) pidsCgroup {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "pids.max"), []byte(max), 0o644)
+		os.WriteFile(filepath.Join(dir, "pids.current"), []byte(current), 0o644)
+		return pidsCgroup(dir)
+	}
+	tests := []struct {
+		name string
+		want int
+		cg   pidsCgroup
+		out  int
+	}{
+		{"no cgroup", 16, "", 16},
+		{"none wanted", -1, cgroup("128", "8"), 0},
+		{"roomy limit", 16, cgroup("1024", "8"), 16},
+		{"tight limit: a quarter of what is left", 16, cgroup("16", "8"), 2},
+		{"limit already reached", 16, cgroup("16", "16"), 0},
+		{"unlimited cgroup", 16, cgroup("max", "8"), 16},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := reserveCount(tt.want, tt.cg); got != tt.out {
+				t.Errorf("reserveCount(%d) = %d, want %d", tt.want, got, tt.out)
+			}
+		})
+	}
+}

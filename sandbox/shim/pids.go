@@ -55,6 +55,21 @@ func reserveThreads(n int) {
 	done.Wait()
 }
 
+// reserveCount is how many threads to reserve: want, but at most a quarter of
+// what the pids limit leaves (a sandbox with a tight limit still needs
+// room for its commands, and a thread the limit refuses while reserving
+// would abort the shim).
+func reserveCount(want int, cg pidsCgroup) int {
+	if want <= 0 || cg == "" {
+		return max(want, 0)
+	}
+	s, err := cg.sample()
+	if err != nil {
+		return want
+	}
+	return int(min(int64(want), max(0, (s.limit-s.current)/4)))
+}
+
 // pidsCgroup is the directory of a pids cgroup controller's files.
 type pidsCgroup string
 

@@ -118,8 +118,12 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, opts Options) error {
 		return fmt.Errorf("shim: open workspace: %w", err)
 	}
 	defer root.Close()
-	if opts.ReserveThreads > 0 {
-		reserveThreads(opts.ReserveThreads)
+	cg := pidsCgroup(opts.PidsCgroup)
+	if opts.PidsCgroup == "" || opts.PidsCgroup == "none" {
+		cg = findPidsCgroup()
+	}
+	if n := reserveCount(opts.ReserveThreads, cg); n > 0 {
+		reserveThreads(n)
 	}
 	s := &server{opts: opts, shell: opts.Shell, root: root, w: w, inflight: map[uint64]context.CancelFunc{}, groups: map[*execGroup]struct{}{}}
 	hello := &Hello{Version: ProtocolVersion, PID: os.Getpid(), UID: os.Getuid(), Shell: s.shell, WorkDir: opts.WorkDir}
@@ -129,7 +133,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, opts Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if cg := s.pidsCgroup(); cg != "" {
+	if cg != "" && opts.PidsCgroup != "none" {
 		s.wg.Add(1)
 		go func() { // ends with ctx, before Serve returns
 			defer s.wg.Done()
@@ -258,15 +262,4 @@ func (s *server) send(resp *Response) error {
 	defer s.wmu.Unlock()
 	_, err = s.w.Write(frame)
 	return err
-}
-
-// pidsCgroup is the cgroup the pids guard watches, or "" for none.
-func (s *server) pidsCgroup() pidsCgroup {
-	switch s.opts.PidsCgroup {
-	case "none":
-		return ""
-	case "":
-		return findPidsCgroup()
-	}
-	return pidsCgroup(s.opts.PidsCgroup)
 }

@@ -58,13 +58,15 @@ type Request struct {
 // Fault makes the server answer matching requests with an error instead of
 // serving them.
 type Fault struct {
-	// Method and Path select requests (Path without /api/v3, e.g.
-	// "/repos/o/r/pulls"); an empty Method matches any.
+	// Method and Path select requests: a REST path without /api/v3
+	// (e.g. "/repos/o/r/pulls") or a git path (e.g.
+	// "/o/r.git/git-receive-pack", checked after authentication); an
+	// empty Method matches any.
 	Method, Path string
 	// Status is the HTTP status to answer (e.g. 502, 403, 429).
 	Status int
 	// Message is the JSON "message" (e.g. "You have exceeded a secondary
-	// rate limit...").
+	// rate limit..."), or the text of a git error.
 	Message string
 	// Header is added to the response (e.g. Retry-After).
 	Header http.Header
@@ -196,6 +198,18 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, err := os.Stat(s.repoDir(parts[0], strings.TrimSuffix(parts[1], ".git"))); err != nil {
 		http.Error(w, "Repository not found.", http.StatusNotFound)
+		return
+	}
+	s.mu.Lock()
+	fault := s.takeFault(r.Method, r.URL.Path)
+	s.mu.Unlock()
+	if fault != nil {
+		for k, vs := range fault.Header {
+			for _, v := range vs {
+				w.Header().Add(k, v)
+			}
+		}
+		http.Error(w, fault.Message, fault.Status)
 		return
 	}
 	s.gitRequests.Add(1)

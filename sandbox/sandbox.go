@@ -122,7 +122,9 @@ type ErrorKind string
 
 // The classes of sandbox failure.
 const (
-	// ErrUnavailable: the engine cannot be reached; retry later.
+	// ErrUnavailable: the engine cannot be reached, or refuses the
+	// deployment's configuration (the message says what to fix); the task
+	// is not at fault; retry later.
 	ErrUnavailable ErrorKind = "unavailable"
 	// ErrImageMissing: the image is not present; run `wrench image build`.
 	ErrImageMissing ErrorKind = "image_missing"

@@ -33,9 +33,13 @@
 //
 // # Errors
 //
-// Start returns [sandbox.Error]s: ErrInvalid for bad limits or network,
+// Start returns [sandbox.Error]s: ErrInvalid only for what the task can
+// get wrong (limits, network, image name, environment names),
 // ErrImageMissing naming the image and `wrench image build`, ErrUnavailable
-// when the engine cannot be reached. Calls on a sandbox that died return
+// when the engine cannot be reached or refuses the deployment's
+// configuration (a bind-mount source missing on the engine's host, a
+// runtime it does not have): the message names the problem, and the task
+// is retried rather than rejected. Calls on a sandbox that died return
 // ErrGone (or ErrLimit when a limit killed it); errors of an operation
 // itself (a missing file, a path outside the workspace) are returned as the
 // shim reports them and match the io/fs sentinels.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +35,8 @@ func TestStartInvalid(t *testing.T) {
 		{"relative workspace", sandbox.Spec{WorkspaceDir: "ws"}, "workspace"},
 		{"missing workspace", sandbox.Spec{WorkspaceDir: "/nonexistent/ws"}, "workspace"},
 		{"bad env", sandbox.Spec{Env: map[string]string{"A=B": "c"}}, "environment"},
-		{"runtime not installed", sandbox.Spec{Runtime: "no-such-runtime"}, "runtime"},
+		{"image name not lower case", sandbox.Spec{Image: "Upper/Case:v1"}, "image"},
+		{"image name with spaces", sandbox.Spec{Image: "bad image"}, "image"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,6 +50,46 @@ func TestStartInvalid(t *testing.T) {
 			}
 		})
 	}
+}
+
+// What the engine refuses of the deployment's own configuration is not the
+// task's fault: it is ErrUnavailable (the task is retried, not rejected),
+// and the message names the problem.
+func TestStartDeploymentProblems(t *testing.T) {
+	_, shimPath, _ := denv.Setup(t)
+	t.Run("bind source missing on the engine's host", func(t *testing.T) {
+		// The shim binary was there when the provider was made and is
+		// gone by the time a sandbox starts (as when wrench runs in a
+		// container whose data dir the engine cannot see).
+		shimCopy := filepath.Join(t.TempDir(), "wrench")
+		data, err := os.ReadFile(shimPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(shimCopy, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f := newFixture(t, func(c *docker.Config) { c.ShimPath = shimCopy })
+		if err := os.Remove(shimCopy); err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.p.Start(context.Background(), sandbox.Spec{})
+		if sandbox.KindOf(err) != sandbox.ErrUnavailable {
+			t.Fatalf("Start = %v (kind %q), want %q", err, sandbox.KindOf(err), sandbox.ErrUnavailable)
+		}
+		for _, want := range []string{"bind source path does not exist", "deployment problem", shimCopy} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not mention %q", err, want)
+			}
+		}
+	})
+	t.Run("runtime not installed", func(t *testing.T) {
+		f := newFixture(t, func(c *docker.Config) { c.Runtime = "no-such-runtime" })
+		_, err := f.p.Start(context.Background(), sandbox.Spec{})
+		if sandbox.KindOf(err) != sandbox.ErrUnavailable || !strings.Contains(err.Error(), `runtime "no-such-runtime" is not installed`) {
+			t.Fatalf("Start = %v (kind %q), want %q naming the runtime", err, sandbox.KindOf(err), sandbox.ErrUnavailable)
+		}
+	})
 }
 
 func TestStartImageMissing(t *testing.T) {
@@ -115,6 +158,7 @@ func TestNewInvalid(t *testing.T) {
 		{"missing shim", docker.Config{ShimPath: "/nonexistent/wrench"}},
 		{"shim not executable", docker.Config{ShimPath: "/etc/hostname"}},
 		{"negative default memory", docker.Config{ShimPath: "/bin/sh", MemoryBytes: -1}},
+		{"bad default image", docker.Config{ShimPath: "/bin/sh", DefaultImage: "No Such:Image"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

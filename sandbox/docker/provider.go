@@ -135,6 +135,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if err := checkUser(cfg.User); err != nil {
 		return nil, invalid("new", "%v", err)
 	}
+	if err := checkImage("new", cfg.DefaultImage); err != nil {
+		return nil, err
+	}
 	static, err := inspectShim(cfg.ShimPath)
 	if err != nil {
 		return nil, invalid("new", "shim binary: %v", err)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/sandbox/shim"
@@ -28,8 +27,9 @@ const shimTarget = "/.wrench/wrench"
 
 // Start creates, attaches and starts a container for spec and returns when
 // the shim inside has said hello. On error nothing is left behind. Errors
-// are [sandbox.Error]s: ErrInvalid for a bad spec, ErrImageMissing,
-// ErrUnavailable when the engine cannot be reached (retry later).
+// are [sandbox.Error]s: ErrInvalid for a bad spec (the task's fault),
+// ErrImageMissing, ErrUnavailable when the engine cannot be reached or
+// refuses the deployment's configuration (retry later).
 func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	return p.start(ctx, spec)
 }
@@ -51,7 +51,8 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (*Sandbox, erro
 	}
 	if spec.Runtime != "" {
 		if _, ok := info.Runtimes[spec.Runtime]; !ok {
-			return nil, invalid("start", "runtime %q is not installed in the docker engine (see `wrench doctor`)", spec.Runtime)
+			// The runtime is the deployment's choice, never the task's.
+			return nil, sbErr(sandbox.ErrUnavailable, "start", fmt.Errorf("runtime %q is not installed in the docker engine (a deployment problem; see `wrench doctor`)", spec.Runtime))
 		}
 	}
 	if spec.WorkspaceDir != "" {
@@ -66,10 +67,7 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (*Sandbox, erro
 	cfg, hc := p.containerConfig(spec)
 	created, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, containerName(spec.TaskID))
 	if err != nil {
-		if errdefs.IsNotFound(err) {
-			return nil, sbErr(sandbox.ErrImageMissing, "start", fmt.Errorf("image %s not found; run `wrench image build`", spec.Image))
-		}
-		return nil, engineErr("create", err)
+		return nil, p.createErr(spec, err)
 	}
 	s := newSandbox(p, created.ID, spec)
 	if err := s.boot(ctx); err != nil {
@@ -121,6 +119,8 @@ func (s *Sandbox) bootFailure(err error) error {
 func (p *Provider) resolve(spec sandbox.Spec) (sandbox.Spec, error) {
 	if spec.Image == "" {
 		spec.Image = p.cfg.DefaultImage
+	} else if err := checkImage("start", spec.Image); err != nil {
+		return spec, err
 	}
 	switch spec.Network {
 	case "":

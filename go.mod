@@ -3,6 +3,7 @@ module github.com/wrenchworks/wrench
 go 1.26.0
 
 require (
+	github.com/bluekeyes/go-gitdiff v0.9.0
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/go-git/go-git/v5 v5.19.3
 	github.com/nats-io/nats-server/v2 v2.15.2

@@ -1,14 +1,11 @@
 package github
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 )
 
@@ -23,9 +21,9 @@ import (
 // live in a bare repository: a cached one per remote under CacheDir
 // (fetched incrementally, one publish at a time per remote in this
 // process), or a temporary one removed afterwards. No working tree is
-// checked out: the patch is applied to an index built from the base
-// commit with `git apply --cached`, so a publish costs a fetch, not a
-// checkout.
+// checked out and no git binary is needed: the patch is applied to the
+// base commit's tree in the object store (see applyPatch), so a publish
+// costs a fetch, not a checkout.
 type gitWork struct {
 	token    string
 	caBundle []byte
@@ -71,7 +69,7 @@ func (g *gitWork) push(ctx context.Context, spec commitSpec) (string, error) {
 	if err := g.fetchBase(ctx, repo, remote, auth, base, spec.branch); err != nil {
 		return "", err
 	}
-	sha, err := g.commit(ctx, dir, spec)
+	sha, err := g.commit(repo, spec)
 	if err != nil {
 		return "", err
 	}
@@ -116,50 +114,32 @@ func (g *gitWork) fetchBase(ctx context.Context, repo *git.Repository, remote *g
 	return fmt.Errorf("%w: %s in %s", ErrBaseNotFound, base, remote.Config().URLs[0])
 }
 
-// commit builds the patched tree with the git CLI (read-tree, apply
-// --cached, write-tree, commit-tree) in the bare repository dir.
-func (g *gitWork) commit(ctx context.Context, dir string, spec commitSpec) (string, error) {
-	tmp, err := os.MkdirTemp("", "wrench-publish-")
+// commit applies spec.patch to spec.base and stores the commit, whose
+// author and committer dates are spec.when.
+func (g *gitWork) commit(repo *git.Repository, spec commitSpec) (string, error) {
+	base, err := repo.CommitObject(plumbing.NewHash(spec.base))
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("read base commit %s: %w", short(spec.base), err)
 	}
-	defer os.RemoveAll(tmp)
-	date := strconv.FormatInt(spec.when.Unix(), 10) + " +0000"
-	env := append(os.Environ(),
-		"GIT_DIR="+dir, "GIT_INDEX_FILE="+filepath.Join(tmp, "index"),
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_TERMINAL_PROMPT=0",
-		"GIT_AUTHOR_NAME="+g.author, "GIT_AUTHOR_EMAIL="+g.email, "GIT_AUTHOR_DATE="+date,
-		"GIT_COMMITTER_NAME="+g.author, "GIT_COMMITTER_EMAIL="+g.email, "GIT_COMMITTER_DATE="+date)
-	run := func(stdin string, args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "git", args...)
-		cmd.Dir = tmp
-		cmd.Env = env
-		cmd.Stdin = strings.NewReader(stdin)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(errb.String()))
-		}
-		return strings.TrimSpace(out.String()), nil
-	}
-	if _, err := run("", "read-tree", spec.base); err != nil {
-		return "", err
-	}
-	if _, err := run(spec.patch, "apply", "--cached", "--whitespace=nowarn", "-"); err != nil {
-		return "", fmt.Errorf("%w on %s: %w", ErrPatchDoesNotApply, short(spec.base), err)
-	}
-	tree, err := run("", "write-tree")
+	tree, err := applyPatch(repo, base, spec.patch)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("apply on %s: %w", short(spec.base), err)
 	}
-	baseTree, err := run("", "rev-parse", spec.base+"^{tree}")
-	if err != nil {
-		return "", err
-	}
-	if tree == baseTree {
+	if tree == base.TreeHash {
 		return "", fmt.Errorf("%w: it changes nothing on %s", ErrPatchDoesNotApply, short(spec.base))
 	}
-	return run(spec.message, "commit-tree", tree, "-p", spec.base)
+	sig := object.Signature{Name: g.author, Email: g.email, When: spec.when.UTC()}
+	c := &object.Commit{Author: sig, Committer: sig, Message: spec.message, TreeHash: tree,
+		ParentHashes: []plumbing.Hash{base.Hash}}
+	obj := repo.Storer.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return "", fmt.Errorf("encode commit: %w", err)
+	}
+	h, err := repo.Storer.SetEncodedObject(obj)
+	if err != nil {
+		return "", fmt.Errorf("store commit: %w", err)
+	}
+	return h.String(), nil
 }
 
 // repoDir returns the bare repository to work in for cloneURL and a

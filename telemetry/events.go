@@ -3,14 +3,17 @@ package telemetry
 import (
 	"strings"
 
+	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/task"
 )
 
-// knownTools are the agent's tool names (ARCHITECTURE.md, tool table). Any
-// other name a model invents is counted as "other".
+// knownTools are the agent's tool names (ARCHITECTURE.md, tool table, and
+// the optional search and research tools). Any other name a model invents
+// is counted as "other".
 var knownTools = map[string]bool{
-	"bash": true, "view": true, "ls": true, "glob": true, "grep": true, "edit": true,
-	"write": true, "patch": true, "search_replace": true, "finish": true,
+	agent.ToolBash: true, agent.ToolView: true, agent.ToolLs: true, agent.ToolGlob: true,
+	agent.ToolGrep: true, agent.ToolEdit: true, agent.ToolWrite: true, agent.ToolPatch: true,
+	agent.ToolSearchReplace: true, agent.ToolFinish: true, agent.ToolSearch: true, agent.ToolResearch: true,
 }
 
 // The phase names a worker reports in phase events.

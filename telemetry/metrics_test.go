@@ -155,6 +155,10 @@ func TestMetricsBoundedLabels(t *testing.T) {
 	}{
 		{"unknown tool is other", task.Event{Kind: task.EventToolResult, Tool: "rm_rf"},
 			func(m *Metrics) float64 { return value(m.toolCalls.WithLabelValues("other", "ok")) }},
+		{"optional search tool is its own label", task.Event{Kind: task.EventToolResult, Tool: "search"},
+			func(m *Metrics) float64 { return value(m.toolCalls.WithLabelValues("search", "ok")) }},
+		{"optional research tool is its own label", task.Event{Kind: task.EventToolResult, Tool: "research"},
+			func(m *Metrics) float64 { return value(m.toolCalls.WithLabelValues("research", "ok")) }},
 		{"scripted model collapses", task.Event{Kind: task.EventUsage, Model: "scripted:/tmp/x.yaml", Usage: &task.Usage{InputTokens: 5}},
 			func(m *Metrics) float64 { return value(m.modelTokens.WithLabelValues("scripted", "input")) / 5 }},
 		{"empty model is unknown", task.Event{Kind: task.EventUsage},

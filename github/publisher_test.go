@@ -293,3 +293,21 @@ func TestOnFinal(t *testing.T) {
 		t.Fatalf("GitHub task: %v, url %q", err, r.PullRequestURL)
 	}
 }
+
+func TestPublishReplacesStaleBranch(t *testing.T) {
+	// An earlier attempt pushed the branch and died before the pull
+	// request: the branch is ours (wrench/<task id>), so it is replaced.
+	f := newFixture(t, nil)
+	tk := f.task("gh-acme-calc-6-x", 6)
+	f.gh.Commit(t, "acme", "calc", github.BranchName(tk.ID), map[string]string{"junk.txt": "junk\n"}, "stale")
+	if _, err := f.pub.Publish(context.Background(), tk, f.result(t, tk.ID)); err != nil {
+		t.Fatal(err)
+	}
+	sha, _ := f.gh.Branch("acme", "calc", github.BranchName(tk.ID))
+	if parent := strings.TrimSpace(f.gh.Git(t, "acme", "calc", "rev-parse", sha+"^")); parent != f.repo.Head {
+		t.Errorf("branch's parent %s, want the base %s", parent, f.repo.Head)
+	}
+	if prs := f.gh.PullRequests("acme", "calc"); len(prs) != 1 || prs[0].Head.SHA != sha {
+		t.Errorf("pull requests %+v", prs)
+	}
+}

@@ -72,7 +72,9 @@ func TestApplyPatchMatchesGit(t *testing.T) {
 		name   string
 		change func(t *testing.T, dir string)
 	}{
-		{"modify", func(t *testing.T, d string) { write(t, d, "calc.go", strings.Replace(readFile(t, d, "calc.go"), "a - b", "a + b", 1), 0o644) }},
+		{"modify", func(t *testing.T, d string) {
+			write(t, d, "calc.go", strings.Replace(readFile(t, d, "calc.go"), "a - b", "a + b", 1), 0o644)
+		}},
 		{"add nested", func(t *testing.T, d string) { write(t, d, "pkg/deep/new.go", "package deep\n", 0o644) }},
 		{"delete last file of a directory", func(t *testing.T, d string) { rm(t, d, "docs/guide.md"); rm(t, d, "docs") }},
 		{"rename", func(t *testing.T, d string) { mv(t, d, "big.txt", "renamed.txt") }},

@@ -23,6 +23,9 @@ bench ./sandbox/image 'FirstGoTest' 3x
 bench ./workspace 'Clone' 1x
 bench ./dispatcher 'DispatchOverhead|Throughput|CancelLatency' 300x
 bench ./dispatcher 'MemoryPerInFlightTask' 3x
+bench ./cmd/wrench 'ServiceThroughput' 60x
+bench ./cmd/wrench 'ServiceLatency' 5x
+bench ./cmd/wrench 'ServiceMemoryPerTask' 1x
 bench ./agent 'Turn|Cancel' 500x
 bench ./agent/editformat '.' 1s
 bench ./llm '.' 1s
@@ -35,4 +38,5 @@ go run ./tools/benchtable \
   -ratio 'FirstGoTest/prebuilt_cache=FirstGoTest/empty_cache' \
   -ratio 'FirstGoTest/prebuilt_cache/net_http=FirstGoTest/empty_cache/net_http' \
   -ratio 'Clone/first=Clone/git_cli' \
-  -ratio 'Clone/mirror=Clone/git_cli' < "$out.raw" | tee "$out.md"
+  -ratio 'Clone/mirror=Clone/git_cli' \
+  -ratio 'ServiceLatency/warm=4=ServiceLatency/warm=0' < "$out.raw" | tee "$out.md"

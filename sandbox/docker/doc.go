@@ -1,6 +1,9 @@
 // Package docker implements [sandbox.Provider] on the Docker Engine API
 // (github.com/docker/docker/client, API version negotiated, so engines from
-// 20.10 on work).
+// 20.10 (API 1.41) on work; the calls and fields used are unchanged up to
+// Engine 28 (API 1.51), where a read-only bind mount is made recursively
+// read-only and more configuration errors surface at create instead of
+// start, both of which this package expects).
 //
 // Every sandbox is one container whose main process is the shim (the
 // wrench binary's hidden `__shim` subcommand, bind-mounted read-only at

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"strings"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/distribution/reference"
-
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/wrenchworks/wrench/sandbox"
 )
@@ -40,11 +39,11 @@ func engineErr(op string, err error) error {
 		return nil
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("sandbox %s: %w", op, err)
-	case client.IsErrConnectionFailed(err), errdefs.IsUnavailable(err):
+	case client.IsErrConnectionFailed(err), cerrdefs.IsUnavailable(err):
 		return sbErr(sandbox.ErrUnavailable, op, fmt.Errorf("docker engine unreachable: %w", err))
-	case errdefs.IsInvalidParameter(err):
+	case cerrdefs.IsInvalidArgument(err):
 		return sbErr(sandbox.ErrUnavailable, op, fmt.Errorf("the docker engine refused the sandbox's configuration (a deployment problem, not the task's): %w", err))
-	case errdefs.IsNotFound(err):
+	case cerrdefs.IsNotFound(err):
 		return sbErr(sandbox.ErrGone, op, err)
 	}
 	return sbErr(sandbox.ErrUnavailable, op, err)
@@ -53,9 +52,9 @@ func engineErr(op string, err error) error {
 // createErr classifies a failed container create.
 func (p *Provider) createErr(spec sandbox.Spec, err error) error {
 	switch {
-	case errdefs.IsNotFound(err):
+	case cerrdefs.IsNotFound(err):
 		return sbErr(sandbox.ErrImageMissing, "start", fmt.Errorf("image %s not found; run `wrench image build`", spec.Image))
-	case errdefs.IsInvalidParameter(err) && strings.Contains(err.Error(), "bind source path does not exist"):
+	case cerrdefs.IsInvalidArgument(err) && strings.Contains(err.Error(), "bind source path does not exist"):
 		return sbErr(sandbox.ErrUnavailable, "create", fmt.Errorf("a bind-mount source does not exist on the docker engine's host (a deployment problem, not the task's): "+
 			"the shim binary (%s) and the workspaces must be at the same paths there as here "+
 			"(when wrench runs in a container, mount its data dir at the same path on both sides): %w", p.cfg.ShimPath, err))

@@ -9,9 +9,9 @@ import (
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/wrenchworks/wrench/sandbox"
 )
@@ -50,7 +50,7 @@ func (p *Provider) Reap(ctx context.Context, opts ReapOptions) ([]string, error)
 		}
 		if !opts.DryRun {
 			err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-			if err != nil && !errdefs.IsNotFound(err) {
+			if err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("remove %s: %w", shortID(c.ID), err))
 				continue
 			}

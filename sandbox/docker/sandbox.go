@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/sandbox/shim"
@@ -208,7 +208,7 @@ func (s *Sandbox) diagnose(op string, cause error) error {
 	defer cancel()
 	st, err := s.p.cli.ContainerInspect(ctx, s.id)
 	switch {
-	case errdefs.IsNotFound(err):
+	case cerrdefs.IsNotFound(err):
 		return sbErr(sandbox.ErrGone, op, fmt.Errorf("container %s was removed", shortID(s.id)))
 	case err != nil:
 		return engineErr(op, fmt.Errorf("%w (inspect: %w)", cause, err))
@@ -248,7 +248,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		err := s.p.cli.ContainerRemove(ctx, s.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !errdefs.IsNotFound(err) && !errdefs.IsConflict(err) {
+		if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
 			s.closeErr = engineErr("close", fmt.Errorf("remove container %s: %w", shortID(s.id), err))
 		}
 	})
@@ -259,7 +259,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 func (s *Sandbox) kill() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.p.cli.ContainerKill(ctx, s.id, "KILL"); err != nil && !errdefs.IsNotFound(err) && !errdefs.IsConflict(err) {
+	if err := s.p.cli.ContainerKill(ctx, s.id, "KILL"); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
 		s.p.cfg.Logger.Warn("kill sandbox", "id", shortID(s.id), "err", err)
 	}
 	s.client.Close()

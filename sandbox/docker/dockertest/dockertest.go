@@ -202,7 +202,9 @@ func BuildImage(ctx context.Context, cli *client.Client) error {
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
-	if bytes.Contains(out, []byte(`"error"`)) {
+	// API v1.48 deprecates the progress stream's "error" field for
+	// "errorDetail"; either means the build failed.
+	if bytes.Contains(out, []byte(`"error"`)) || bytes.Contains(out, []byte(`"errorDetail"`)) {
 		return fmt.Errorf("build %s: %s", Image, out)
 	}
 	if _, err := cli.ImageInspect(ctx, Image); err != nil {

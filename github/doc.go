@@ -20,7 +20,9 @@
 //
 // Comments on pull request conversations, edits and every other event are
 // ignored (202 with the reason). The task's id is derived from the issue
-// and the X-GitHub-Delivery GUID: GitHub's redelivery of one delivery is a
+// and from signed content identifying the action (the comment's id, or the
+// labelled issue's updated_at), not from the unsigned X-GitHub-Delivery
+// header: a redelivery, or a replay under a forged delivery id, is a
 // duplicate the queue drops, while a new label or a new /wrench comment is
 // a new task. Its repository is the payload's clone_url at the default
 // branch, accepted only when it is https on WebhookConfig.WebURL's host,

@@ -29,12 +29,14 @@ type eventPayload struct {
 		Title       string          `json:"title"`
 		Body        string          `json:"body"`
 		State       string          `json:"state"`
+		UpdatedAt   string          `json:"updated_at"`
 		PullRequest json.RawMessage `json:"pull_request"`
 	} `json:"issue"`
 	Label *struct {
 		Name string `json:"name"`
 	} `json:"label"`
 	Comment *struct {
+		ID                int64  `json:"id"`
 		Body              string `json:"body"`
 		AuthorAssociation string `json:"author_association"`
 		User              struct {
@@ -74,7 +76,7 @@ func (w *Webhook) taskFor(event, delivery string, data []byte) (*task.Task, stri
 	if w.allowed != nil && !w.allowed[strings.ToLower(full)] {
 		return nil, "repository " + full + " is not in the allowlist", nil
 	}
-	var comment, author string
+	var comment, author, key string
 	switch event {
 	case "issues":
 		if p.Action != "labeled" {
@@ -86,6 +88,12 @@ func (w *Webhook) taskFor(event, delivery string, data []byte) (*task.Task, stri
 		if p.Issue.State != "" && p.Issue.State != "open" {
 			return nil, "issue is " + p.Issue.State, nil
 		}
+		if p.Issue.UpdatedAt == "" {
+			return nil, "", errors.New("issues payload: issue.updated_at is required")
+		}
+		// Labelling updates the issue, so updated_at tells one labelling
+		// from the next.
+		key = "labeled\x00" + p.Issue.UpdatedAt + "\x00" + strings.ToLower(p.Label.Name)
 	case "issue_comment":
 		if p.Action != "created" {
 			return nil, "issue_comment action " + p.Action + " does not start tasks", nil
@@ -105,7 +113,11 @@ func (w *Webhook) taskFor(event, delivery string, data []byte) (*task.Task, stri
 			return nil, fmt.Sprintf("comment author %s is %s, not an owner, member or collaborator",
 				u.Login, p.Comment.AuthorAssociation), nil
 		}
+		if p.Comment.ID <= 0 {
+			return nil, "", errors.New("issue_comment payload: comment.id is required")
+		}
 		comment, author = rest, u.Login
+		key = "comment\x00" + strconv.FormatInt(p.Comment.ID, 10)
 	}
 	if len(p.Issue.PullRequest) > 0 && string(p.Issue.PullRequest) != "null" {
 		return nil, "pull request conversations do not start tasks", nil
@@ -122,7 +134,7 @@ func (w *Webhook) taskFor(event, delivery string, data []byte) (*task.Task, stri
 		return nil, "", fmt.Errorf("%s payload: repository default_branch is required", event)
 	}
 	t := &task.Task{
-		ID:          taskID(owner, name, p.Issue.Number, delivery),
+		ID:          taskID(owner, name, p.Issue.Number, key),
 		Repo:        task.Repo{URL: p.Repository.CloneURL, Ref: branch},
 		Instruction: instruction(p.Issue.Title, p.Issue.Body, author, comment),
 		Limits:      w.cfg.Limits,
@@ -164,12 +176,15 @@ func cutCommand(body, prefix string) (string, bool) {
 	return strings.TrimSpace(rest), true
 }
 
-// taskID derives a task id from the issue and the delivery: a redelivery
-// of one delivery (same GUID) gives the same id, and the queue drops it as
-// a duplicate; a new label or a new /wrench comment is a new delivery and
-// a new task. Ids fit task's 64-character pattern.
-func taskID(owner, repo string, number int, delivery string) string {
-	sum := sha256.Sum256([]byte(delivery))
+// taskID derives a task id from the issue and key, which identifies the
+// triggering action from signed content (the comment's id, or the
+// labelled issue's updated_at): a redelivery, or a replay of a captured
+// delivery under a forged X-GitHub-Delivery header (which the signature
+// does not cover), gives the same id, and the queue drops it as a
+// duplicate; a new /wrench comment or a new labelling is a new task. Ids
+// fit task's 64-character pattern.
+func taskID(owner, repo string, number int, key string) string {
+	sum := sha256.Sum256([]byte(key))
 	return "gh-" + idPart(owner, 16) + "-" + idPart(repo, 20) + "-" + strconv.Itoa(number) + "-" + hex.EncodeToString(sum[:6])
 }
 

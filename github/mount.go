@@ -1,6 +1,9 @@
 package github
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // WebhookPattern is the route [Mount] registers: the webhook's URL path on
 // Wrench's HTTP server is /webhooks/github.
@@ -22,4 +25,19 @@ func Mount(mux Mux, cfg WebhookConfig) (*Webhook, error) {
 	}
 	mux.Handle(WebhookPattern, w)
 	return w, nil
+}
+
+// WebURLFor returns the web root that goes with a REST API root: GitHub's
+// "https://api.github.com" (or "") gives "https://github.com", and a
+// GitHub Enterprise Server's "https://host/api/v3" gives "https://host".
+// Other URLs are returned with any trailing "/api/v3" removed.
+func WebURLFor(apiURL string) string {
+	u := strings.TrimSuffix(strings.TrimSpace(apiURL), "/")
+	switch {
+	case u == "", strings.EqualFold(u, DefaultAPIURL):
+		return DefaultWebURL
+	case strings.HasSuffix(strings.ToLower(u), "/api/v3"):
+		return u[:len(u)-len("/api/v3")]
+	}
+	return u
 }

@@ -188,14 +188,28 @@ func TestWebhookRedeliveryIsDuplicate(t *testing.T) {
 	if first.Code != http.StatusCreated || again.Code != http.StatusOK || again.Status != "duplicate" || again.TaskID != first.TaskID {
 		t.Fatalf("first %+v, redelivery %+v", first, again)
 	}
-	// A second /wrench comment on the same issue is a new request.
-	c1 := deliver(t, h, "issue_comment", "guid-2", githubtest.IssueComment(hookRepo, bug, "created", owner, "/wrench"))
-	c2 := deliver(t, h, "issue_comment", "guid-3", githubtest.IssueComment(hookRepo, bug, "created", owner, "/wrench"))
-	if c1.Code != http.StatusCreated || c2.Code != http.StatusCreated || c1.TaskID == c2.TaskID || c1.TaskID == first.TaskID {
-		t.Fatalf("comments: %+v, %+v", c1, c2)
+	// The signature does not cover the delivery header: a captured
+	// delivery replayed under a new GUID is still the same task.
+	if replay := deliver(t, h, "issues", "forged-guid", label); replay.Status != "duplicate" || replay.TaskID != first.TaskID {
+		t.Fatalf("replay under a new delivery id: %+v", replay)
 	}
-	if n := len(q.submitted()); n != 3 {
-		t.Errorf("%d tasks, want 3", n)
+	// Removing and adding the label again is a new request.
+	relabelled := bug
+	relabelled.UpdatedAt = "2019-05-16T09:00:00Z"
+	if r := deliver(t, h, "issues", "guid-2", githubtest.IssueLabeled(hookRepo, relabelled, "wrench", owner)); r.Code != http.StatusCreated || r.TaskID == first.TaskID {
+		t.Fatalf("relabel: %+v", r)
+	}
+	// So is a second /wrench comment with the same text.
+	c1 := githubtest.IssueCommentWithID(hookRepo, bug, 501, "created", owner, "/wrench")
+	c2 := githubtest.IssueCommentWithID(hookRepo, bug, 502, "created", owner, "/wrench")
+	r1 := deliver(t, h, "issue_comment", "guid-3", c1)
+	r2 := deliver(t, h, "issue_comment", "guid-4", c2)
+	r1again := deliver(t, h, "issue_comment", "guid-5", c1)
+	if r1.Code != http.StatusCreated || r2.Code != http.StatusCreated || r1.TaskID == r2.TaskID || r1again.Status != "duplicate" {
+		t.Fatalf("comments: %+v, %+v, replay %+v", r1, r2, r1again)
+	}
+	if n := len(q.submitted()); n != 4 {
+		t.Errorf("%d tasks, want 4", n)
 	}
 }
 
@@ -254,6 +268,8 @@ func TestWebhookBadRequests(t *testing.T) {
 		{"not JSON", deliver(t, h, "issues", "d-1", []byte(`{"action":`)), http.StatusBadRequest},
 		{"JSON array", deliver(t, h, "issues", "d-1", []byte(`[]`)), http.StatusBadRequest},
 		{"no issue", deliver(t, h, "issues", "d-1", []byte(`{"action":"labeled","label":{"name":"wrench"}}`)), http.StatusBadRequest},
+		{"no updated_at", deliver(t, h, "issues", "d-1", bytes.Replace(label, []byte(`"updated_at": "2019-05-15T15:20:18Z"`), []byte(`"updated_at": ""`), 1)), http.StatusBadRequest},
+		{"no comment id", deliver(t, h, "issue_comment", "d-1", githubtest.IssueCommentWithID(hookRepo, bug, 0, "created", owner, "/wrench")), http.StatusBadRequest},
 		{"no event header", deliver(t, h, "", "d-1", label), http.StatusBadRequest},
 		{"no delivery header", deliver(t, h, "issues", "", label), http.StatusBadRequest},
 		{"over the body limit", deliver(t, h, "issues", "d-1", big), http.StatusRequestEntityTooLarge},
@@ -322,5 +338,19 @@ func TestMount(t *testing.T) {
 	}
 	if _, err := github.Mount(mux, github.WebhookConfig{Submit: q.Submit}); err == nil {
 		t.Error("Mount without a secret succeeded")
+	}
+}
+
+func TestWebURLFor(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                "https://github.com",
+		"https://api.github.com":          "https://github.com",
+		"https://api.github.com/":         "https://github.com",
+		"https://ghe.example.com/api/v3":  "https://ghe.example.com",
+		"https://ghe.example.com/API/v3/": "https://ghe.example.com",
+	} {
+		if got := github.WebURLFor(in); got != want {
+			t.Errorf("WebURLFor(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

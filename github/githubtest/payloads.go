@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"hash/fnv"
 	"strings"
 )
 
@@ -26,6 +28,10 @@ type Issue struct {
 	Author string
 	// PullRequest marks the issue as a pull request's conversation.
 	PullRequest bool
+	// UpdatedAt is the issue's updated_at (a fixed time when empty);
+	// labelling an issue changes it, so a test relabelling an issue sets
+	// a new one.
+	UpdatedAt string
 }
 
 // Actor is who caused an event: the commenter, or the sender of a label.
@@ -51,8 +57,17 @@ func IssueLabeled(repo Repo, issue Issue, label string, sender Actor) []byte {
 }
 
 // IssueComment returns an "issue_comment" event payload with action (e.g.
-// "created") for a comment by author on issue in repo.
+// "created") for a comment by author on issue in repo. The comment's id is
+// derived from the issue, author and body; use [IssueCommentWithID] for two
+// identical comments.
 func IssueComment(repo Repo, issue Issue, action string, author Actor, body string) []byte {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s#%d\x00%s\x00%s", repo.FullName(), issue.Number, author.Login, body)
+	return IssueCommentWithID(repo, issue, 400000000+int64(h.Sum32()%100000000), action, author, body)
+}
+
+// IssueCommentWithID is [IssueComment] with the comment's id given.
+func IssueCommentWithID(repo Repo, issue Issue, id int64, action string, author Actor, body string) []byte {
 	assoc := author.Association
 	if assoc == "" {
 		assoc = "NONE"
@@ -61,8 +76,8 @@ func IssueComment(repo Repo, issue Issue, action string, author Actor, body stri
 		"action": action,
 		"issue":  issueJSON(repo, issue, ""),
 		"comment": map[string]any{
-			"id":                 492700400,
-			"html_url":           repo.HTMLURL + "/issues/" + itoa(issue.Number) + "#issuecomment-492700400",
+			"id":                 id,
+			"html_url":           fmt.Sprintf("%s/issues/%d#issuecomment-%d", repo.HTMLURL, issue.Number, id),
 			"user":               userJSON(author),
 			"author_association": assoc,
 			"body":               body,
@@ -96,7 +111,13 @@ func issueJSON(repo Repo, is Issue, label string) map[string]any {
 	if label != "" {
 		labels = append(labels, map[string]any{"name": label})
 	}
+	updated := is.UpdatedAt
+	if updated == "" {
+		updated = "2019-05-15T15:20:18Z"
+	}
 	m := map[string]any{
+		"updated_at":         updated,
+		"created_at":         "2019-05-15T15:19:00Z",
 		"number":             is.Number,
 		"title":              is.Title,
 		"body":               is.Body,

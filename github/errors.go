@@ -52,6 +52,7 @@ type APIError struct {
 	RetryAfter time.Duration
 }
 
+// Error says which call failed, how, and GitHub's message and details.
 func (e *APIError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "github: %s %s: %d", e.Method, e.Path, e.StatusCode)

@@ -274,12 +274,16 @@ type Runner interface {
 }
 
 // Wrap returns a Runner that runs next and then, when the report is final
-// (not a retry) and the task came from GitHub, publishes the result
-// before handing the report back, so the stored result carries
-// PullRequestURL. Publishing runs on a context detached from the task's
-// cancellation (a cancelled task's comment is still written), bounded by
-// PublisherConfig.Timeout. A publish failure does not change the task's
-// status: it is reported as an error log event ("github publish: …").
+// and the task came from GitHub, publishes the result before handing the
+// report back, so the stored result carries PullRequestURL. Reports are
+// not published when they ask for a retry, nor when ctx is done and the
+// result is not resolved: the dispatcher then either records a
+// cancellation or hands the task back at shutdown, and the runner cannot
+// tell which (so a task cancelled by a user gets no comment, and neither
+// does one dead-lettered after its last retry). Publishing runs on a
+// context detached from ctx, bounded by PublisherConfig.Timeout. A publish
+// failure does not change the task's status: it is reported as an error
+// log event ("github publish: …").
 func (p *Publisher) Wrap(next Runner) Runner {
 	return publishingRunner{next: next, p: p}
 }
@@ -289,9 +293,16 @@ type publishingRunner struct {
 	p    *Publisher
 }
 
+// Run runs the wrapped runner and publishes its final report.
 func (pr publishingRunner) Run(ctx context.Context, t task.Task, attempt int, onEvent func(task.Event)) task.Report {
 	rep := pr.next.Run(ctx, t, attempt, onEvent)
 	if rep.Retry || t.Source.Kind != "github" {
+		return rep
+	}
+	if ctx.Err() != nil && rep.Result.Status != task.StateResolved {
+		// Cancelled or shutting down: the dispatcher keeps only resolved
+		// work then (a shutdown hands the task back to run again), so
+		// nothing else is final yet.
 		return rep
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.p.cfg.Timeout)

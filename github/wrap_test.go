@@ -24,7 +24,8 @@ func TestWrap(t *testing.T) {
 		comments  int
 	}{
 		{"resolved", nil, false, true, "github: pull request ", 1},
-		{"task cancelled while publishing is still published", nil, true, true, "github: pull request ", 1},
+		{"resolved work survives cancellation", nil, true, true, "github: pull request ", 1},
+		{"cancelled or shutting down: not final yet", func(_ *task.Task, r *task.Report) { r.Result.Status = task.StateCancelled }, true, false, "", 0},
 		{"unresolved comments", func(_ *task.Task, r *task.Report) { r.Result.Status = task.StateUnresolved }, false, false, "github: commented on", 1},
 		{"retry is not final", func(_ *task.Task, r *task.Report) { r.Retry = true; r.Result.Status = task.StateFailed }, false, false, "", 0},
 		{"api task untouched", func(tk *task.Task, _ *task.Report) { tk.Source = task.Source{Kind: "api"} }, false, false, "", 0},

@@ -31,7 +31,7 @@ type fixture struct {
 	log  *bytes.Buffer
 }
 
-func newFixture(t *testing.T, mod func(*github.PublisherConfig)) *fixture {
+func newFixture(t testing.TB, mod func(*github.PublisherConfig)) *fixture {
 	t.Helper()
 	gh := githubtest.New(t, testToken)
 	repo := gh.AddRepo(t, "acme", "calc", map[string]string{"calc.go": calcGo, "README.md": "# calc\n"})
@@ -69,7 +69,7 @@ func (f *fixture) task(id string, n int) task.Task {
 
 // result is a resolved result whose patch fixes Add, on the fixture's
 // first commit.
-func (f *fixture) result(t *testing.T, id string) task.Result {
+func (f *fixture) result(t testing.TB, id string) task.Result {
 	t.Helper()
 	return task.Result{
 		TaskID:      id,
@@ -88,7 +88,7 @@ func (f *fixture) result(t *testing.T, id string) task.Result {
 
 // makePatch returns the git patch that turns repo's default branch into
 // one with files written, as `git diff` makes it.
-func makePatch(t *testing.T, repo githubtest.Repo, files map[string]string) string {
+func makePatch(t testing.TB, repo githubtest.Repo, files map[string]string) string {
 	t.Helper()
 	work := filepath.Join(t.TempDir(), "w")
 	git(t, "", "clone", "-q", repo.Dir, work)
@@ -101,7 +101,7 @@ func makePatch(t *testing.T, repo githubtest.Repo, files map[string]string) stri
 	return git(t, work, "diff", "--cached", "--binary", "--full-index")
 }
 
-func git(t *testing.T, dir string, args ...string) string {
+func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir

@@ -39,6 +39,7 @@ type serviceFlags struct {
 	otlp     string
 	workerID string
 	ackWait  time.Duration
+	github   githubFlags
 }
 
 func (s *serviceFlags) register(fs *flag.FlagSet, env *cliEnv) {
@@ -52,6 +53,7 @@ func (s *serviceFlags) register(fs *flag.FlagSet, env *cliEnv) {
 	fs.StringVar(&s.verify, "verify", "finish", "when agents run the tests: finish, after_write or never")
 	fs.StringVar(&s.otlp, "otlp-endpoint", "", "OTLP/HTTP base URL for traces, spans go to its /v1/traces (default $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, or $OTEL_EXPORTER_OTLP_ENDPOINT; with none of them, no tracing)")
 	fs.StringVar(&s.workerID, "worker-id", "", "name of this worker in task states (default host-pid)")
+	s.github.register(fs, env)
 	fs.DurationVar(&s.ackWait, "ack-wait", dispatcher.DefaultAckWait, "how long a task whose worker went silent waits before another worker gets it")
 }
 
@@ -88,6 +90,8 @@ type serveFlags struct {
 	nats       natsFlags
 	token      string
 	maxBody    int64
+	// githubSecret enables the GitHub webhook.
+	githubSecret string
 }
 
 // check validates what serve adds to the service flags.
@@ -118,6 +122,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) int {
 	f.nats.register(fs, "join this external NATS (URLs comma-separated for a cluster) instead of embedding one")
 	fs.StringVar(&f.token, "token", env.getenv("WRENCH_API_TOKEN"), "bearer token the API requires (default $WRENCH_API_TOKEN; required off loopback)")
 	fs.Int64Var(&f.maxBody, "max-body", api.DefaultMaxBody, "largest accepted request body, in bytes")
+	fs.StringVar(&f.githubSecret, "github-webhook-secret", env.getenv("WRENCH_GITHUB_WEBHOOK_SECRET"), "serve POST /webhooks/github, verifying deliveries with this secret (default $WRENCH_GITHUB_WEBHOOK_SECRET; none: no webhook)")
 	if err := fs.Parse(args); err != nil {
 		return exitBadInput
 	}
@@ -145,7 +150,10 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) int {
 			return exitCodeFor(err)
 		}
 		defer cleanup()
-		runner = w
+		if runner, err = f.service.github.wrap(w, f.service.common, env); err != nil {
+			fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
+			return exitBadInput
+		}
 	}
 	return serve(ctx, env, f, runner, ln)
 }
@@ -225,8 +233,9 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 			return fail(err)
 		}
 	}
+	backend := countingBackend{Conn: conn, m: tel.metrics}
 	srv, err := api.NewServer(api.Config{
-		Backend:        countingBackend{Conn: conn, m: tel.metrics},
+		Backend:        apiBackend{backend},
 		Token:          f.token,
 		MaxBody:        f.maxBody,
 		Logger:         log.With("component", "api"),
@@ -237,6 +246,9 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 		ObserveRequest: tel.metrics.HTTPRequest,
 	})
 	if err != nil {
+		return fail(err)
+	}
+	if err := f.service.github.mountWebhook(srv, f.githubSecret, backend, env, f.service.common); err != nil {
 		return fail(err)
 	}
 	slots := fmt.Sprintf("%d slots", f.service.slots)

@@ -46,7 +46,12 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) int {
 		return exitCodeFor(err)
 	}
 	defer cleanup()
-	return runWorker(ctx, env, f, w)
+	runner, err := f.service.github.wrap(w, f.service.common, env)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "wrench worker: %v\n", err)
+		return exitBadInput
+	}
+	return runWorker(ctx, env, f, runner)
 }
 
 // runWorker joins the NATS at f.natsURL and runs tasks with runner until

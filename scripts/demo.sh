@@ -44,7 +44,7 @@ submit() { # example test-command instruction
   "$bin" submit --server "$server" --id "$id" --repo "$work/$1" --model "scripted:$root/examples/$1/fix.yaml" \
     --test "$2" --task "$3" --follow
   echo "== patch ($id)"
-  "$bin" result --server "$server" "$id" --patch "$work/$1.patch" >/dev/null
+  "$bin" result --server "$server" "$id" --patch "$work/$1.patch" >/dev/null 2>"$work/result.err" || { cat "$work/result.err"; exit 3; }
   cat "$work/$1.patch"
 }
 

@@ -134,13 +134,9 @@ func (f *runFlags) task(env *cliEnv) (task.Task, error) {
 	if f.repo == "" {
 		return task.Task{}, errors.New("--repo is required")
 	}
-	instr := f.instruction
-	if strings.HasPrefix(instr, "@") {
-		b, err := os.ReadFile(instr[1:])
-		if err != nil {
-			return task.Task{}, fmt.Errorf("read --task file: %w", err)
-		}
-		instr = string(b)
+	instr, err := readInstruction(f.instruction)
+	if err != nil {
+		return task.Task{}, err
 	}
 	if strings.TrimSpace(instr) == "" {
 		return task.Task{}, errors.New("--task is required and must not be empty")
@@ -167,6 +163,18 @@ func (f *runFlags) task(env *cliEnv) (task.Task, error) {
 		CreatedAt:    time.Now().UTC(),
 	}
 	return t, t.Validate()
+}
+
+// readInstruction returns the --task value, or the file it names as @FILE.
+func readInstruction(v string) (string, error) {
+	if !strings.HasPrefix(v, "@") {
+		return v, nil
+	}
+	b, err := os.ReadFile(v[1:])
+	if err != nil {
+		return "", fmt.Errorf("read --task file: %w", err)
+	}
+	return string(b), nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -109,13 +109,9 @@ func (f *submitFlags) task(env *cliEnv) (task.Task, error) {
 	if f.repo == "" || f.instruction == "" {
 		return task.Task{}, errors.New("give --file TASK.json, or --repo and --task")
 	}
-	instr := f.instruction
-	if strings.HasPrefix(instr, "@") {
-		b, err := os.ReadFile(instr[1:])
-		if err != nil {
-			return task.Task{}, fmt.Errorf("read --task file: %w", err)
-		}
-		instr = string(b)
+	instr, err := readInstruction(f.instruction)
+	if err != nil {
+		return task.Task{}, err
 	}
 	repo := f.repo
 	if !strings.Contains(repo, "://") {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -73,9 +72,7 @@ func cmdReplay(ctx context.Context, env *cliEnv, args []string) int {
 		return exitInfra
 	}
 	if *jsonOut {
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
+		_ = printJSON(env.stdout, rep)
 	} else {
 		fmt.Fprintf(env.stdout, "replayed %d tool calls: %d matched, %d skipped, %d diverged\n",
 			rep.Calls, rep.Matched, rep.Skipped, len(rep.Divergences))

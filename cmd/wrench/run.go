@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -215,9 +214,7 @@ func writeRunOutput(env *cliEnv, f runFlags, res task.Result) error {
 		}
 	}
 	if f.jsonOut {
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return printJSON(env.stdout, res)
 	}
 	if f.out == "" {
 		_, err := io.WriteString(env.stdout, res.Patch)

@@ -43,7 +43,7 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
 	fs.StringVar(&f.commit, "commit", "", "exact commit to check out")
 	fs.StringVar(&f.instruction, "task", "", "what to do (required; @FILE reads it from a file)")
 	fs.StringVar(&f.testCmd, "test", "", "test command that verifies the work, run in the sandbox")
-	fs.StringVar(&f.model, "model", "", "model name, or scripted:FILE for the scripted model (default $WRENCH_LLM_MODEL, else gpt-4.1)")
+	fs.StringVar(&f.model, "model", "", "model name, scripted:FILE for the scripted model, or human to type the replies yourself (default $WRENCH_LLM_MODEL, else gpt-4.1)")
 	fs.StringVar(&f.protocol, "protocol", "", "tools (default) or text, for models without tool calling")
 	fs.StringVar(&f.out, "out", "", "write the patch to FILE instead of stdout")
 	fs.StringVar(&f.trajectory, "trajectory", "", "write the JSONL trajectory to FILE")

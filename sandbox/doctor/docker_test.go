@@ -2,12 +2,10 @@ package doctor
 
 import (
 	"context"
-	"os"
+	"github.com/wrenchworks/wrench/sandbox/docker/dockertest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/docker/docker/client"
 
 	"github.com/wrenchworks/wrench/sandbox/image"
 )
@@ -15,19 +13,9 @@ import (
 // TestCheckRealEngine runs Check against the engine named by the
 // environment; it skips without one, except under CI=true.
 func TestCheckRealEngine(t *testing.T) {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := dockertest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := cli.Ping(ctx); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("docker engine required under CI=true: %v", err)
-		}
-		t.Skipf("no docker engine reachable (%v); skipping", err)
-	}
 
 	r := Check(ctx, cli, Options{Image: "wrench-doctor-test:absent", Runtime: "no-such-runtime"})
 	if !r.Reachable || r.EngineVersion == "" || r.APIVersion == "" || r.NegotiatedAPIVersion == "" {

@@ -3,8 +3,8 @@ package image
 import (
 	"bytes"
 	"context"
+	"github.com/wrenchworks/wrench/sandbox/docker/dockertest"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,25 +15,8 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 )
 
-// requireDocker returns a client for the engine named by the environment,
-// skipping the test when none answers, except under CI=true, where it fails.
-func requireDocker(t *testing.T) *client.Client {
-	t.Helper()
-	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err = c.Ping(ctx)
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("docker engine required under CI=true: %v", err)
-		}
-		t.Skipf("no docker engine reachable (%v); skipping", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+// requireDocker returns a client for the engine (see dockertest.Client).
+func requireDocker(t *testing.T) *client.Client { return dockertest.Client(t) }
 
 // countingEngine counts imports made through a real engine.
 type countingEngine struct {

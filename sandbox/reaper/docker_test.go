@@ -83,19 +83,7 @@ func startContainer(ctx context.Context, cli *client.Client, labels map[string]s
 
 func requireDocker(t *testing.T) *client.Client {
 	t.Helper()
-	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err = c.Ping(ctx)
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("docker engine required under CI=true: %v", err)
-		}
-		t.Skipf("no docker engine reachable (%v); skipping", err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := dockertest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := dockertest.BuildImage(ctx, c); err != nil {

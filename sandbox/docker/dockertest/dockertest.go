@@ -249,3 +249,24 @@ func RemoveAll(t testing.TB, cli *client.Client, deployment string) {
 		cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true})
 	}
 }
+
+// Client returns a client for the engine the environment names, closed
+// when t ends. Without a reachable engine it skips t, except under CI=true,
+// where it fails t.
+func Client(t testing.TB) *client.Client {
+	t.Helper()
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = c.Ping(ctx)
+		cancel()
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("docker engine required under CI=true: %v", err)
+		}
+		t.Skipf("no docker engine reachable (%v); skipping", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

@@ -8,11 +8,11 @@ import (
 	"strings"
 )
 
-// ApprovalMode says who approves tool calls that change something (seed
-// 000's permission service, seed 002's confirm and yolo modes).
+// ApprovalMode says who approves tool calls that change something: nobody
+// (yolo) or a person (confirm).
 type ApprovalMode string
 
-// The approval modes. Seed 002's third mode, human, is a Model: see
+// The approval modes. A person can also play the model itself: see
 // HumanModel.
 const (
 	// ApproveYolo runs every call without asking (the default, and the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/task"
 )
 
 // approver records requests and answers from a list (true when it runs
@@ -128,7 +129,7 @@ func TestApprovalInTextMode(t *testing.T) {
 	env := memenv.New(nil)
 	ap := approver{answers: []bool{true, false}}
 	r, _ := newRun(env, text("```bash\necho one\n```"), text("```bash\necho two\n```"), text("```bash\necho three\n```"))
-	r.Protocol = agent.ProtocolText
+	r.Protocol = task.ProtocolText
 	r.Task.TestCommand = ""
 	r.Approval = agent.ApproveConfirm
 	r.Approve = ap.approve

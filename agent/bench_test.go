@@ -10,6 +10,7 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -126,10 +127,10 @@ func BenchmarkCancel(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				env := memenv.New(nil)
 				started := make(chan struct{})
-				env.Handle("block", func(ctx context.Context, _ agent.ExecRequest) (agent.ExecResult, error) {
+				env.Handle("block", func(ctx context.Context, _ sandbox.ExecRequest) (sandbox.ExecResult, error) {
 					close(started)
 					<-ctx.Done()
-					return agent.ExecResult{}, ctx.Err()
+					return sandbox.ExecResult{}, ctx.Err()
 				})
 				var m agent.Model = &benchModel{replies: []agent.ModelResponse{calls(call("bash", map[string]any{"command": "block"})).resp}}
 				if where == "model" {

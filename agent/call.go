@@ -13,23 +13,24 @@ import (
 func (s *runState) callModel(ctx context.Context) (ModelResponse, error) {
 	req := ModelRequest{Model: s.r.ModelName, Messages: s.msgs, Tools: s.specs}
 	streamed := false
-	var onDelta func(StreamEvent)
-	if s.r.OnStream != nil || s.r.StreamEvents {
-		onDelta = func(ev StreamEvent) {
-			if s.r.OnStream != nil {
-				s.r.OnStream(ev)
-			}
-			if !s.r.StreamEvents {
-				return
-			}
-			switch ev.Kind {
-			case StreamText:
-				streamed = true
-				s.emit(task.Event{Kind: task.EventContent, Text: ev.Text})
-			case StreamThinking:
-				streamed = true
-				s.emit(task.Event{Kind: task.EventThinking, Text: ev.Text})
-			}
+	onDelta := func(ev StreamEvent) {
+		if s.r.OnStream != nil {
+			s.r.OnStream(ev)
+		}
+		if ev.Kind == StreamRetry {
+			s.logEvent("model call failed: %s", ev.Text)
+			return
+		}
+		if !s.r.StreamEvents {
+			return
+		}
+		switch ev.Kind {
+		case StreamText:
+			streamed = true
+			s.emit(task.Event{Kind: task.EventContent, Text: ev.Text})
+		case StreamThinking:
+			streamed = true
+			s.emit(task.Event{Kind: task.EventThinking, Text: ev.Text})
 		}
 	}
 	start := time.Now()

@@ -8,7 +8,7 @@ import (
 	"github.com/wrenchworks/wrench/task"
 )
 
-// Compaction (seed 000 §3.1, seed 001 context management): when the
+// Compaction: when the
 // history nears Threshold of the model's context window, old tool outputs
 // are elided first; if that is not enough, the turns before the last
 // KeepTurns are summarised by a model call into one summary message. The

@@ -8,12 +8,13 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 // bigOutputs returns n replies whose commands print size characters each.
 func bigOutputs(env *memenv.Env, n, size int) []reply {
-	env.Fallback(func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
-		return agent.ExecResult{Output: []byte(req.Command + strings.Repeat(".", size))}, nil
+	env.Fallback(func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		return sandbox.ExecResult{Output: []byte(req.Command + strings.Repeat(".", size))}, nil
 	})
 	var out []reply
 	for i := 0; i < n; i++ {

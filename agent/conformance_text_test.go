@@ -12,6 +12,8 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/task"
 )
 
 // conformanceDir finds ../shared/conformance/<sub> relative to the module
@@ -112,7 +114,7 @@ func TestTextModeConformanceRun(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var replies []reply
 			var want []string
-			answers := map[string][]agent.ExecResult{}
+			answers := map[string][]sandbox.ExecResult{}
 			structured := true
 			for _, turn := range c.Turns {
 				replies = append(replies, text(turn.Assistant))
@@ -121,7 +123,7 @@ func TestTextModeConformanceRun(t *testing.T) {
 				}
 				cmd := *turn.ExpectedAction
 				want = append(want, cmd)
-				res := agent.ExecResult{}
+				res := sandbox.ExecResult{}
 				switch {
 				case turn.Observation == nil: // the submission
 					res.Output = []byte(agent.CompletionMarker + "\n" + c.FinalOutput)
@@ -141,17 +143,17 @@ func TestTextModeConformanceRun(t *testing.T) {
 				answers[cmd] = append(answers[cmd], res)
 			}
 			env := memenv.New(nil)
-			env.Fallback(func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+			env.Fallback(func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 				q := answers[req.Command]
 				if len(q) == 0 {
 					t.Errorf("unexpected command %q", req.Command)
-					return agent.ExecResult{ExitCode: 127}, nil
+					return sandbox.ExecResult{ExitCode: 127}, nil
 				}
 				answers[req.Command] = q[1:]
 				return q[0], nil
 			})
 			r, m := newRun(env, replies...)
-			r.Protocol = agent.ProtocolText
+			r.Protocol = task.ProtocolText
 			r.Task.TestCommand = ""
 			r.Limits = agent.Limits{MaxFormatErrors: 100, HardTurnCap: 100}
 			out, err := agent.New(agent.Config{}).Run(context.Background(), r)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -8,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 // DiagnosticsConfig says which checker runs after a write tool changed
-// files: seed 000's LSP diagnostics in a practical form. The checker's
+// files: a syntax check standing in for an editor's diagnostics. The checker's
 // complaints are appended to the write's result, so the model fixes them
 // in its next step.
 type DiagnosticsConfig struct {
@@ -67,17 +70,33 @@ func (c DiagnosticsConfig) enabled() bool {
 	return false
 }
 
-// diagnose runs the checkers for the files a write left in place and
-// returns a note for the model, empty when nothing is wrong.
-func (s *runState) diagnose(ctx context.Context, changed []string) string {
+// addDiagnostics runs the checkers after a write that changed files and
+// puts their complaints into the write's own result: what the model reads,
+// and what people see (the tool_result event and the trajectory's display).
+// The raw output replay compares stays as the tool returned it.
+func (s *runState) addDiagnostics(ctx context.Context, res *toolResult) {
+	if len(res.writes) == 0 || res.isError {
+		return
+	}
+	n := s.diagnose(ctx, res.writes)
+	if n == "" {
+		return
+	}
+	res.display = joinNotes(cmp.Or(res.display, res.output), []string{n})
+	res.output = joinNotes(res.output, []string{n})
+}
+
+// diagnose runs the checkers for the files a call's writes left in place
+// and returns a note for the model, empty when nothing is wrong.
+func (s *runState) diagnose(ctx context.Context, writes []fileWrite) string {
 	cfg := s.a.cfg.Diagnostics
 	if !cfg.enabled() {
 		return ""
 	}
 	byExt := map[string][]string{}
-	for _, p := range changed {
-		h := s.history[p]
-		if len(h) == 0 || h[len(h)-1].After == nil {
+	for _, w := range writes {
+		p := w.path
+		if w.after == nil {
 			continue // deleted
 		}
 		ext := path.Ext(p)
@@ -93,7 +112,7 @@ func (s *runState) diagnose(ctx context.Context, changed []string) string {
 			quoted[i] = shellQuote(p)
 		}
 		cmd := strings.ReplaceAll(cfg.Commands[ext], "{files}", strings.Join(quoted, " "))
-		res, err := s.r.Env.Exec(ctx, ExecRequest{Command: cmd, Timeout: cfg.Timeout, MaxOutput: execOutputCap})
+		res, err := s.r.Env.Exec(ctx, sandbox.ExecRequest{Command: cmd, Timeout: cfg.Timeout, MaxOutput: execOutputCap})
 		switch {
 		case err != nil || res.TimedOut:
 			s.logEvent("diagnostics for %s did not run: %v", ext, cmpErr(err, fmt.Errorf("timed out after %s", cfg.Timeout)))

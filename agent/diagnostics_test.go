@@ -10,21 +10,23 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/task"
 )
 
 func TestDiagnosticsAfterWrites(t *testing.T) {
 	env := memenv.New(map[string]string{"calc.go": calcGo, "my dir/x.py": "x = 1\n", "notes.md": "n\n", "gone.go": "package gone\n"})
 	var checked []string
-	env.Handle("check-go", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+	env.Handle("check-go", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		checked = append(checked, req.Command)
 		if src, _ := env.File("calc.go"); !strings.Contains(src, "return a + b") && !strings.Contains(src, "return a - b") {
-			return agent.ExecResult{ExitCode: 2, Output: []byte("calc.go:4:13: expected operand, found newline\n")}, nil
+			return sandbox.ExecResult{ExitCode: 2, Output: []byte("calc.go:4:13: expected operand, found newline\n")}, nil
 		}
-		return agent.ExecResult{}, nil
+		return sandbox.ExecResult{}, nil
 	})
-	env.Handle("check-py", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+	env.Handle("check-py", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		checked = append(checked, req.Command)
-		return agent.ExecResult{ExitCode: 127, Output: []byte("bash: check-py: command not found\n")}, nil
+		return sandbox.ExecResult{ExitCode: 127, Output: []byte("bash: check-py: command not found\n")}, nil
 	})
 	cfg := agent.Config{Diagnostics: agent.DiagnosticsConfig{Commands: map[string]string{".go": "check-go {files}", ".py": "check-py {files}", ".md": ""}}}
 	out, res := runToolsCfg(t, cfg, env,
@@ -126,4 +128,65 @@ func runToolsCfg(t *testing.T, cfg agent.Config, env *memenv.Env, cs ...agent.To
 		texts = append(texts, m.Content)
 	}
 	return out, texts[:len(texts)-1]
+}
+
+// TestDiagnosticsInTheWritesResult checks that a search_replace whose
+// result no longer parses reports the checker's complaint in its own tool
+// result — for the model, in the tool_result event people watch, and in the
+// trajectory's tool_result record — while replay still compares the raw
+// output.
+func TestDiagnosticsInTheWritesResult(t *testing.T) {
+	src := "def f(x):\n    if x:\n        y = 1\n        return y\n    return 0\n"
+	env := memenv.New(map[string]string{"m.py": src})
+	env.Handle("check-py", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		got, _ := env.File("m.py")
+		if strings.Contains(got, "\n                y = 2") {
+			return sandbox.ExecResult{ExitCode: 1, Output: []byte("m.py:3:17: SyntaxError: unexpected indent\n")}, nil
+		}
+		return sandbox.ExecResult{}, nil
+	})
+	// SEARCH written without indentation, REPLACE with the file's: since
+	// editformat keeps such a REPLACE as written the file stays valid; a
+	// REPLACE indented twice over is what the checker must catch.
+	diff := "------- SEARCH\ny = 1\nreturn y\n=======\n                y = 2\n        return y\n+++++++ REPLACE\n"
+	r, _ := newRun(env, calls(view("m.py")), calls(call("search_replace", map[string]any{"path": "m.py", "diff": diff})), finish("done"))
+	r.Task.TestCommand = ""
+	var events []task.Event
+	r.OnEvent = func(ev task.Event) { events = append(events, ev) }
+	var traj strings.Builder
+	r.Trajectory = &traj
+	cfg := agent.Config{Diagnostics: agent.DiagnosticsConfig{Commands: map[string]string{".py": "check-py {files}"}}}
+	out, err := agent.New(cfg).Run(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "Diagnostics for m.py (exit code 1):\nm.py:3:17: SyntaxError: unexpected indent"
+	if res := toolResults(out.Messages); !strings.Contains(res[1].Content, want) {
+		t.Errorf("the model was not told:\n%s", res[1].Content)
+	}
+	var shown []string
+	for _, ev := range events {
+		if ev.Kind == task.EventToolResult && ev.Tool == "search_replace" {
+			shown = append(shown, ev.Text)
+		}
+	}
+	if len(shown) != 1 || !strings.Contains(shown[0], want) {
+		t.Errorf("tool_result event lacks the diagnostics: %q", shown)
+	}
+	recs, err := agent.ReadTrajectory(strings.NewReader(traj.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, rec := range recs {
+		if rec.Kind == agent.RecordToolResult && rec.Call.Name == "search_replace" {
+			found = true
+			if !strings.Contains(rec.Display, want) || strings.Contains(rec.Output, "Diagnostics") {
+				t.Errorf("trajectory tool_result: display %q, output %q", rec.Display, rec.Output)
+			}
+		}
+	}
+	if !found {
+		t.Error("no search_replace tool_result in the trajectory")
+	}
 }

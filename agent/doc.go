@@ -2,10 +2,10 @@
 // the tools that act on a workspace, prompts, recovery from errors, loop
 // detection, verification with checkpoints and rollback, and compaction.
 //
-// It sees the outside world only through interfaces it defines here — Model
-// (chat with tools), Env (exec and files inside the workspace) and
-// Checkpointer (save and restore the tree) — and never imports Docker, NATS
-// or an LLM SDK. One Agent value serves many concurrent runs: all per-run
+// It sees the outside world only through interfaces: Model (chat with
+// tools), defined here, and the sandbox vocabulary's sandbox.Env (exec,
+// files and search inside the workspace) and sandbox.Checkpointer (save and
+// restore the tree). It never imports Docker, NATS or an LLM SDK. One Agent value serves many concurrent runs: all per-run
 // state (history, limits, permission mode, cancellation through ctx) is
 // passed in a Run and lives on the goroutine that calls Agent.Run.
 //
@@ -26,11 +26,12 @@
 // get a nudge — the last kind at most twice in a row.
 //
 // A reply without tool calls that holds <file-edit filePath="..."> blocks
-// (seed 003's intent-to-action format) has them run as search_replace
-// calls instead.
+// (SEARCH/REPLACE edits written into the text, agent/fileedit.go) has them
+// run as search_replace calls instead.
 //
 // Every ending is an Outcome with a typed StopReason; the partial work stays
-// in the workspace and Outcome.Diff holds its diff (with a Workspace).
+// in the workspace, whose owner takes its diff (the worker does, once, after
+// its own verification).
 // Cancelling ctx stops the model request and the running command (both get
 // ctx) and Run returns; Model and Env implementations must honour ctx. Run
 // starts no goroutines. A Model may report its Capabilities: one without
@@ -43,15 +44,20 @@
 // sees every command and every write, with its diff, before it happens; a
 // refusal is told to the model, the rest of the reply is not run, and the
 // run ends with permission_denied. PromptApprover asks on a terminal;
-// HumanModel is seed 002's human mode (a person types the commands). Plan
+// HumanModel is the human mode (a person types the commands). Plan
 // mode offers only the read-only tools; Run.PlanFirst starts in plan mode
 // and switches to every tool once the model's finish has recorded a plan
 // (Outcome.Plan).
 //
 // # Tools
 //
-// view, ls, glob, grep, bash, edit, write, patch, search_replace and finish,
-// with the names and JSON arguments of ARCHITECTURE.md. Paths are relative
+// view, ls, glob, grep, bash, edit, write, patch, search_replace and finish.
+// Their names and JSON arguments are a stable contract (scripts, prompts and
+// recorded trajectories use them). Each tool is a small type bound to one
+// run with exactly what it needs — one side of the sandbox.Env, the read
+// tracker, the approver — so it can be built and tested alone; the loop
+// holds the conversation and the limits, and records the files a call
+// wrote (toolResult.writes) in the file history. Paths are relative
 // to /workspace; absolute paths under it are accepted, anything else is
 // refused. view records a SHA-256 of the file; edit, write, patch and
 // search_replace refuse an existing file that was not viewed or whose
@@ -144,7 +150,7 @@
 //
 // # Text protocol
 //
-// For models without tool calling (Run.Protocol "text", seed 002): each
+// For models without tool calling (Run.Protocol task.ProtocolText): each
 // reply must hold exactly one ```bash block (mini-swe-agent's v1 rule);
 // the command runs like the bash tool and the observation is sent back as
 // <returncode>/<output> (head and tail with a warning past MaxOutputChars),
@@ -157,14 +163,15 @@
 // # Limits and costs
 //
 // Limits: MaxTurns N stops after N turns; -1 and 0 both run until
-// HardTurnCap (default 100) — 0 is the zero value and must be usable, so it
-// does not disable the run as seed 004's maxTurns=0 does. Cost is priced per
-// call from Config.Prices, whose source is the operator's price table
-// (llm.DefaultPrices plus a price file, converted by the CLI); a model it
-// does not list costs 0 and is logged once. The agent's own defaults:
-// HardTurnCap 100, MaxFormatErrors 3, no cost, token or wall-clock limit
-// (the worker fills the task's defaults, and for MaxTurns -1 may raise
-// HardTurnCap to task.MaxTurnsHardCap). When a limit is reached,
+// HardTurnCap — 0 is the zero value and must be usable, so it does not
+// disable the model. Cost is priced per call from Config.Prices, whose
+// source is the operator's price table (llm.DefaultPrices with the
+// `--prices` file over it); a model it does not list costs 0 and is logged
+// once. The agent's own defaults come from package task, where every
+// task-level default lives: HardTurnCap task.MaxTurnsHardCap, a test run
+// bounded by task.DefaultTestTimeout; then MaxFormatErrors 3 and no cost,
+// token or wall-clock limit (the worker passes the task's effective limits,
+// resolved by the policy). When a limit is reached,
 // Run.OnLimit decides: true grants another allowance of the original size.
 //
 // # Trajectory and replay

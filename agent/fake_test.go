@@ -9,6 +9,7 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -97,9 +98,9 @@ func finish(summary string) reply {
 
 // passFail registers a test command whose outcome the returned func sets.
 func testCommand(env *memenv.Env, cmd string, result func() (int, string)) {
-	env.Handle(cmd, func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+	env.Handle(cmd, func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		code, out := result()
-		return agent.ExecResult{ExitCode: code, Output: []byte(out)}, nil
+		return sandbox.ExecResult{ExitCode: code, Output: []byte(out)}, nil
 	})
 }
 

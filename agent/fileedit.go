@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Seed 003's "intent to action" parsing: some models write their edits
+// Intent-to-action parsing: some models write their edits
 // into the reply as
 //
 //	<file-edit filePath="src/main.ts">

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/task"
 )
 
 // fuzzConfig keeps every command short (memenv's sleep honours timeouts)
@@ -81,7 +82,7 @@ func FuzzTextReply(f *testing.F) {
 		f.Add(c)
 	}
 	f.Fuzz(func(t *testing.T, content string) {
-		for _, protocol := range []string{agent.ProtocolText, agent.ProtocolTools} {
+		for _, protocol := range []task.Protocol{task.ProtocolText, task.ProtocolTools} {
 			r, _ := newRun(fuzzEnv(), text(content), text("```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"))
 			r.Protocol = protocol
 			r.Task.TestCommand = ""

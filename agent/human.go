@@ -11,7 +11,7 @@ import (
 	"sync"
 )
 
-// HumanModel is seed 002's human mode: a person at a terminal plays the
+// HumanModel is the human mode: a person at a terminal plays the
 // model. Each reply is one shell command typed on a line of In, run like
 // the model's bash calls (tools protocol) or its one bash block (text
 // protocol); Out shows the task and every observation. "exit", "submit" or

@@ -17,7 +17,7 @@ var intentPatterns = []*regexp.Regexp{
 }
 
 // incompleteIntent reports whether a reply without tool calls announces an
-// action it did not take (seed 004): it ends with a colon or an ellipsis,
+// action it did not take: it ends with a colon or an ellipsis,
 // or its last lines say "let me …" / "I'll …".
 func incompleteIntent(content string) bool {
 	c := strings.TrimSpace(content)

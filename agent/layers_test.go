@@ -7,6 +7,7 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/task"
 )
 
 // firstRequest runs r to its end and returns the first request's messages.
@@ -45,6 +46,15 @@ func TestSystemPromptLayers(t *testing.T) {
 			t.Errorf("project instructions present:\n%s", sys)
 		}
 	})
+	t.Run("the repository names its own files", func(t *testing.T) {
+		env := memenv.New(map[string]string{"AGENTS.md": "generic\n", "docs/agents.md": "Prefer small commits.\n"})
+		r, m := newRun(env, finish("ok"))
+		r.Verify, r.ProjectInstructions = agent.VerifyNever, []string{"docs/agents.md"}
+		sys := firstRequest(t, agent.Config{}, r, m)[0].Content
+		if !strings.Contains(sys, `<project_instructions path="docs/agents.md">`) || strings.Contains(sys, "generic") {
+			t.Errorf("the run's instruction files were not used:\n%s", sys)
+		}
+	})
 	t.Run("no files, no layer", func(t *testing.T) {
 		r, m := newRun(memenv.New(nil), finish("ok"))
 		r.Verify = agent.VerifyNever
@@ -65,13 +75,13 @@ func TestSystemPromptLayers(t *testing.T) {
 func TestSearchReplaceExampleInPrompt(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		mode    agent.Mode
+		mode    task.Mode
 		allowed []string
 		want    bool
 	}{
-		{"offered", agent.ModeNormal, nil, true},
-		{"plan mode", agent.ModePlan, nil, false},
-		{"not allowlisted", agent.ModeNormal, []string{"edit", "view"}, false},
+		{"offered", task.ModeNormal, nil, true},
+		{"plan mode", task.ModePlan, nil, false},
+		{"not allowlisted", task.ModeNormal, []string{"edit", "view"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, m := newRun(memenv.New(nil), finish("ok"))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -129,11 +130,11 @@ func TestCancellationStopsModelAndTool(t *testing.T) {
 	t.Run("blocking command", func(t *testing.T) {
 		env := memenv.New(nil)
 		started, ended := make(chan struct{}), make(chan error, 1)
-		env.Handle("make slow", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+		env.Handle("make slow", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 			close(started)
 			<-ctx.Done()
 			ended <- ctx.Err()
-			return agent.ExecResult{}, ctx.Err()
+			return sandbox.ExecResult{}, ctx.Err()
 		})
 		ctx, cancel := context.WithCancel(context.Background())
 		r, _ := newRun(env, calls(call("bash", map[string]any{"command": "make slow"}), call("bash", map[string]any{"command": "echo after"})))
@@ -163,9 +164,9 @@ func TestCancellationStopsModelAndTool(t *testing.T) {
 	})
 	t.Run("timeout interrupts a blocking command", func(t *testing.T) {
 		env := memenv.New(nil)
-		env.Handle("make slow", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+		env.Handle("make slow", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 			<-ctx.Done()
-			return agent.ExecResult{}, ctx.Err()
+			return sandbox.ExecResult{}, ctx.Err()
 		})
 		r, _ := newRun(env, calls(call("bash", map[string]any{"command": "make slow"})))
 		r.Limits.Timeout = 20 * time.Millisecond
@@ -231,9 +232,9 @@ func TestNoGoroutineLeaks(t *testing.T) {
 
 func TestOnLimitExtendsTheWallClock(t *testing.T) {
 	env := memenv.New(nil)
-	env.Handle("make slow", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+	env.Handle("make slow", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		<-ctx.Done() // only the wall-clock limit ends it
-		return agent.ExecResult{}, ctx.Err()
+		return sandbox.ExecResult{}, ctx.Err()
 	})
 	var asked []agent.StopReason
 	r, m := newRun(env, calls(call("bash", map[string]any{"command": "make slow"})), finish("ok"))

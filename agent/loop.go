@@ -33,7 +33,7 @@ func (a *Agent) Run(ctx context.Context, r *Run) (*Outcome, error) {
 		return nil, err
 	}
 	e := s.loop(ctx)
-	return s.outcome(ctx, e), nil
+	return s.outcome(e), nil
 }
 
 // loop is the agent loop: check limits, maybe compact, ask the model, act
@@ -93,7 +93,7 @@ func (s *runState) stopFor(parent context.Context, err error) *ending {
 		return &ending{reason: StopCancelled, err: context.Cause(parent)}
 	case errors.Is(err, context.DeadlineExceeded) && !s.deadline.IsZero() && !time.Now().Before(s.deadline):
 		return &ending{reason: StopTimeout, err: err}
-	case errors.Is(err, ErrEnvFailed):
+	case envFailed(err):
 		return &ending{reason: StopEnvError, err: err}
 	}
 	return &ending{reason: StopModelError, err: err}
@@ -103,7 +103,7 @@ func (s *runState) stopFor(parent context.Context, err error) *ending {
 func (s *runState) toolTurn(parent, ctx context.Context, resp ModelResponse) *ending {
 	msg := resp.Message
 	msg.Role = RoleAssistant
-	if len(msg.ToolCalls) == 0 && s.toolIndex[ToolSearchReplace] != nil {
+	if len(msg.ToolCalls) == 0 && s.tools.has(ToolSearchReplace) {
 		if edits := fileEditCalls(msg.Content, s.turn); len(edits) > 0 {
 			msg.ToolCalls = edits
 			s.logEvent("the reply's %d <file-edit> block(s) run as search_replace calls", len(edits))
@@ -124,8 +124,10 @@ func (s *runState) toolTurn(parent, ctx context.Context, resp ModelResponse) *en
 		}
 		ids[msg.ToolCalls[i].ID] = true
 	}
+	var refused map[int]string
+	msg.ToolCalls, refused = s.capCalls(msg.ToolCalls)
 	s.appendMsg(msg)
-	return s.runCalls(parent, ctx, msg.ToolCalls)
+	return s.runCalls(parent, ctx, msg.ToolCalls, refused)
 }
 
 // noToolCalls handles a reply without tool calls: cut off, empty, an
@@ -152,12 +154,13 @@ func (s *runState) noToolCalls(resp ModelResponse) *ending {
 }
 
 // runCalls runs a reply's tool calls in order and appends one result per
-// call, in the same order, whatever happens.
-func (s *runState) runCalls(parent, ctx context.Context, calls []ToolCall) *ending {
+// call, in the same order, whatever happens. refused holds the answers of
+// calls over the caps (see capCalls).
+func (s *runState) runCalls(parent, ctx context.Context, calls []ToolCall, refused map[int]string) *ending {
 	malformed := false
 	var end *ending
 	skip := "" // why the rest of the reply is not run, without ending the run
-	for _, call := range calls {
+	for i, call := range calls {
 		switch {
 		case end != nil:
 			s.toolMessage(call, "Not run: "+end.notRunWhy(), "", true)
@@ -169,16 +172,12 @@ func (s *runState) runCalls(parent, ctx context.Context, calls []ToolCall) *endi
 			end = s.stopFor(parent, ctx.Err())
 			s.toolMessage(call, "Not run: interrupted.", "", true)
 			continue
+		case refused[i] != "":
+			s.toolMessage(call, refused[i], "", true)
+			malformed = true
+			continue
 		}
-		s.emit(task.Event{Kind: task.EventToolCall, Tool: call.Name, Text: call.Arguments})
-		s.traj.call(s.turn, call)
-		start := time.Now()
-		res := s.dispatch(ctx, call)
-		s.usage.ToolCalls++
-		if res.raw == "" {
-			res.raw = res.output
-		}
-		s.traj.result(s.turn, call, &res, time.Since(start))
+		res := s.runCall(ctx, call, call.Arguments)
 		switch {
 		case res.fatal != nil:
 			end = s.stopFor(parent, res.fatal)
@@ -209,6 +208,22 @@ func (s *runState) runCalls(parent, ctx context.Context, calls []ToolCall) *endi
 	return end
 }
 
+// runCall runs one call through the toolbox, reported as an event (with
+// shown as its text) and in the trajectory.
+func (s *runState) runCall(ctx context.Context, call ToolCall, shown string) toolResult {
+	s.emit(task.Event{Kind: task.EventToolCall, Tool: call.Name, Text: shown})
+	s.traj.call(s.turn, call)
+	start := time.Now()
+	res := s.tools.dispatch(ctx, call)
+	s.usage.ToolCalls++
+	if res.raw == "" {
+		res.raw = res.output
+	}
+	s.addDiagnostics(ctx, &res)
+	s.traj.result(s.turn, call, &res, time.Since(start))
+	return res
+}
+
 // notRunWhy explains why calls after an ending were skipped.
 func (e *ending) notRunWhy() string {
 	switch e.reason {
@@ -232,10 +247,14 @@ func (s *runState) toolMessage(call ToolCall, content, display string, isError b
 	s.emit(task.Event{Kind: task.EventToolResult, Tool: call.Name, Text: eventText(display), IsError: isError})
 }
 
-// afterCall does the bookkeeping that follows a call: error recovery, loop
-// detection and verification after writes. It returns notes for the model
-// and, when a loop is detected the second time, the ending.
+// afterCall does the bookkeeping that follows a call: the file history,
+// error recovery, loop detection and verification after writes. It returns notes for the model and, when a loop is detected the
+// second time, the ending.
 func (s *runState) afterCall(parent, ctx context.Context, call ToolCall, res *toolResult) (notes []string, stop *ending) {
+	for _, w := range res.writes {
+		s.history[w.path] = append(s.history[w.path], FileVersion{Turn: s.turn, Tool: call.Name, Before: w.before, After: w.after})
+	}
+	changed := res.changed()
 	if ex := res.exec; ex != nil {
 		if ex.ExitCode != 0 || ex.TimedOut {
 			class := ClassifyError(string(ex.Output), ex.ExitCode, ex.TimedOut)
@@ -246,8 +265,8 @@ func (s *runState) afterCall(parent, ctx context.Context, call ToolCall, res *to
 			s.rec.success(res.cmd, false)
 		}
 	}
-	if res.mayWrite || len(res.changed) > 0 {
-		s.ver.touch(res.changed)
+	if res.mayWrite || len(changed) > 0 {
+		s.ver.touch(changed)
 	}
 	nudge, loop := s.loops.observe(loopKey(call.Name, call.Arguments, res.raw))
 	switch {
@@ -258,12 +277,7 @@ func (s *runState) afterCall(parent, ctx context.Context, call ToolCall, res *to
 	case nudge:
 		notes = append(notes, fmt.Sprintf(loopNudge, s.a.cfg.Recovery.LoopRepeats))
 	}
-	if len(res.changed) > 0 && !res.isError {
-		if n := s.diagnose(ctx, res.changed); n != "" {
-			notes = append(notes, n)
-		}
-	}
-	if s.verifyPolicy() == VerifyAfterWrite && len(res.changed) > 0 && !res.isError {
+	if s.verifyPolicy() == VerifyAfterWrite && len(changed) > 0 && !res.isError {
 		v, e := s.verify(parent, ctx, "after "+call.Name)
 		if e != nil {
 			return notes, e
@@ -333,9 +347,9 @@ func eventText(s string) string {
 	return h + "\n[...]\n" + t
 }
 
-// outcome assembles the Outcome (with the diff so far) and closes the
-// trajectory.
-func (s *runState) outcome(ctx context.Context, e *ending) *Outcome {
+// outcome assembles the Outcome and closes the trajectory. The partial
+// work stays in the workspace: its diff is the caller's to take, once.
+func (s *runState) outcome(e *ending) *Outcome {
 	out := &Outcome{
 		Reason:      e.reason,
 		Summary:     e.summary,
@@ -348,15 +362,6 @@ func (s *runState) outcome(ctx context.Context, e *ending) *Outcome {
 		Compactions: s.compactions,
 		FileHistory: s.history,
 		Plan:        s.plan,
-	}
-	if s.r.Workspace != nil && ctx.Err() == nil && e.reason != StopEnvError {
-		dctx, cancel := context.WithTimeout(ctx, time.Minute)
-		d, err := s.r.Workspace.Diff(dctx)
-		cancel()
-		if err != nil {
-			s.logEvent("diff of the partial work failed: %v", err)
-		}
-		out.Diff = d
 	}
 	out.Duration = time.Since(s.start)
 	s.logEvent("run ended: %s", e.reason)

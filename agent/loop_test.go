@@ -11,6 +11,7 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -214,7 +215,7 @@ func TestMalformedCallsAreFormatErrors(t *testing.T) {
 }
 
 func TestPlanModeAndAllowlist(t *testing.T) {
-	specs, err := agent.Tools(agent.ModePlan, nil)
+	specs, err := agent.Tools(task.ModePlan, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,17 +226,17 @@ func TestPlanModeAndAllowlist(t *testing.T) {
 	if !slices.Equal(names, []string{"view", "ls", "glob", "grep", "finish"}) {
 		t.Errorf("plan tools = %v", names)
 	}
-	specs, _ = agent.Tools(agent.ModeNormal, []string{"bash", "view"})
+	specs, _ = agent.Tools(task.ModeNormal, []string{"bash", "view"})
 	if len(specs) != 3 || specs[2].Name != "finish" {
 		t.Errorf("allowlisted tools = %+v", specs)
 	}
-	if _, err := agent.Tools(agent.ModeNormal, []string{"rm"}); !errors.Is(err, agent.ErrInvalidRun) {
+	if _, err := agent.Tools(task.ModeNormal, []string{"rm"}); !errors.Is(err, agent.ErrInvalidRun) {
 		t.Errorf("unknown allowlisted tool: %v", err)
 	}
 
 	env := memenv.New(map[string]string{"a.go": "x\n"})
 	r, m := newRun(env, calls(view("a.go"), edit("a.go", "x", "y"), call("bash", map[string]any{"command": "echo hi"})), finish("plan: change x to y"))
-	r.Mode = agent.ModePlan
+	r.Mode = task.ModePlan
 	out, err := agent.New(agent.Config{}).Run(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +352,7 @@ func TestInvalidRuns(t *testing.T) {
 		{"bad protocol", &agent.Run{Model: m, Env: env, Protocol: "xml"}},
 		{"bad mode", &agent.Run{Model: m, Env: env, Mode: "yolo"}},
 		{"bad verify", &agent.Run{Model: m, Env: env, Verify: "sometimes"}},
-		{"text protocol in plan mode", &agent.Run{Model: m, Env: env, Protocol: "text", Mode: agent.ModePlan}},
+		{"text protocol in plan mode", &agent.Run{Model: m, Env: env, Protocol: "text", Mode: task.ModePlan}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := agent.New(agent.Config{}).Run(context.Background(), tc.run); !errors.Is(err, agent.ErrInvalidRun) {
@@ -367,9 +368,9 @@ type brokenEnv struct {
 	execErr, readErr error
 }
 
-func (e *brokenEnv) Exec(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+func (e *brokenEnv) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	if e.execErr != nil {
-		return agent.ExecResult{}, e.execErr
+		return sandbox.ExecResult{}, e.execErr
 	}
 	return e.Env.Exec(ctx, req)
 }
@@ -389,6 +390,8 @@ func TestEnvironmentFailuresEndTheRun(t *testing.T) {
 	}{
 		{"exec error", &brokenEnv{Env: memenv.New(nil), execErr: errors.New("container gone")}, call("bash", map[string]any{"command": "ls"})},
 		{"file error marked as infrastructure", &brokenEnv{Env: memenv.New(nil), readErr: fmt.Errorf("docker cp: %w", agent.ErrEnvFailed)}, view("a.go")},
+		{"sandbox gone", &brokenEnv{Env: memenv.New(nil), readErr: &sandbox.Error{Kind: sandbox.ErrGone, Op: "read", Err: errors.New("container removed")}}, view("a.go")},
+		{"sandbox limit", &brokenEnv{Env: memenv.New(nil), readErr: &sandbox.Error{Kind: sandbox.ErrLimit, Op: "read", Err: errors.New("out of memory")}}, view("a.go")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := newRun(memenv.New(nil), calls(tc.call), finish("never"))
@@ -397,14 +400,14 @@ func TestEnvironmentFailuresEndTheRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out.Reason != agent.StopEnvError || !errors.Is(out.Err, agent.ErrEnvFailed) {
+			if out.Reason != agent.StopEnvError || !errors.Is(out.Err, agent.ErrEnvFailed) && !sandbox.Broken(out.Err) {
 				t.Errorf("reason %s err %v", out.Reason, out.Err)
 			}
 		})
 	}
 	// An ordinary file error is the model's business.
 	r, _ := newRun(memenv.New(nil), calls(view("a.go")), finish("ok"))
-	r.Env = &brokenEnv{Env: memenv.New(nil), readErr: errors.New("odd error")}
+	r.Env = &brokenEnv{Env: memenv.New(nil), readErr: &sandbox.Error{Kind: sandbox.ErrInvalid, Op: "read", Err: errors.New("odd error")}}
 	r.Task.TestCommand = ""
 	out, _ := agent.New(agent.Config{}).Run(context.Background(), r)
 	if out.Reason != agent.StopFinished || !strings.Contains(toolResults(out.Messages)[0].Content, "odd error") {

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// mentionPattern finds @path mentions in a task (seed 004): an @ at the
+// mentionPattern finds @path mentions in a task: an @ at the
 // start or after a space or an opening bracket or quote, then a path. An
 // e-mail address does not match (its @ follows a letter).
 var mentionPattern = regexp.MustCompile(`(?:^|[\s(\[{"'\x60])@([\w.~/-]*[\w/])`)
@@ -27,7 +27,7 @@ func mentionedPaths(instruction string) []string {
 }
 
 // mentions reads the files and lists the directories a task @-mentions, so
-// the first message already holds them (seed 003's context injection). A
+// the first message already holds them and the model need not ask. A
 // mention that names nothing in the workspace (a user handle, say) is left
 // alone. A file shown whole counts as viewed for read-before-edit.
 func (s *runState) mentions(ctx context.Context, instruction string) []Mention {
@@ -41,7 +41,7 @@ func (s *runState) mentions(ctx context.Context, instruction string) []Mention {
 			continue
 		}
 		if fi.IsDir {
-			if res := runLsPath(ctx, s, p); !res.isError && res.fatal == nil {
+			if res := (&ls{files: s.r.Env}).list(ctx, p); !res.isError && res.fatal == nil {
 				out = append(out, Mention{Path: p, IsDir: true, Content: res.output})
 			}
 			continue
@@ -54,7 +54,7 @@ func (s *runState) mentions(ctx context.Context, instruction string) []Mention {
 		if len(b) > s.a.cfg.MaxOutputChars {
 			m.Content, m.Truncated = cutHead(string(b), s.a.cfg.MaxOutputChars), true
 		} else {
-			s.markSeen(p, b)
+			s.seen.saw(p, b)
 		}
 		out = append(out, m)
 	}

@@ -8,9 +8,12 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/task"
 )
 
-// The system prompt has layers (seed 004's layered prompt), each a
+// The system prompt has layers, each a
 // template, joined by blank lines:
 //
 //  1. role and rules: system.tmpl (text_system.tmpl for the text protocol);
@@ -59,7 +62,7 @@ func (s *runState) initMessages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.traj.write(Record{Kind: RecordRunStart, TaskID: s.r.Task.ID, Model: s.r.ModelName, Protocol: s.protocol(), Mode: s.modeName()})
+	s.traj.write(Record{Kind: RecordRunStart, TaskID: s.r.Task.ID, BaseCommit: s.r.BaseCommit, Model: s.r.ModelName, Protocol: string(s.protocol()), Mode: s.modeName()})
 	if len(s.r.History) > 0 {
 		s.adoptHistory(Message{Role: RoleSystem, Content: system})
 		return nil
@@ -97,8 +100,8 @@ func (s *runState) systemPrompt(data map[string]any) (string, error) {
 
 // adoptHistory continues an earlier conversation. A history that holds a
 // summary message (compaction) restarts from the latest one: the system
-// prompt and the task, then the summary and what follows it (seed 000
-// §3.1).
+// prompt and the task, then the summary and what follows it (see
+// agent/compact.go).
 func (s *runState) adoptHistory(system Message) {
 	h := s.r.History
 	s.msgs = make([]Message, 0, len(h)+32)
@@ -118,16 +121,16 @@ func (s *runState) adoptHistory(system Message) {
 	}
 }
 
-func (s *runState) protocol() string {
+func (s *runState) protocol() task.Protocol {
 	if s.textMode {
-		return ProtocolText
+		return task.ProtocolText
 	}
-	return ProtocolTools
+	return task.ProtocolTools
 }
 
 func (s *runState) modeName() string {
 	switch {
-	case s.r.Mode == ModePlan:
+	case s.r.Mode == task.ModePlan:
 		return "plan"
 	case s.planning:
 		return "planning"
@@ -137,11 +140,10 @@ func (s *runState) modeName() string {
 
 // promptData is what the prompt templates may use.
 func (s *runState) promptData() map[string]any {
-	names := make([]string, len(s.tools))
-	has := make(map[string]bool, len(s.tools))
-	for i, t := range s.tools {
-		names[i] = t.name
-		has[t.name] = true
+	names := s.tools.names()
+	has := make(map[string]bool, len(names))
+	for _, n := range names {
+		has[n] = true
 	}
 	if s.planning { // the system prompt describes both phases
 		all, _ := s.a.toolSet(s.r.Mode, s.r.AllowedTools)
@@ -153,12 +155,12 @@ func (s *runState) promptData() map[string]any {
 		"Task":                s.r.Task.Instruction,
 		"TaskID":              s.r.Task.ID,
 		"TestCommand":         s.r.Task.TestCommand,
-		"Workspace":           WorkspaceRoot,
+		"Workspace":           sandbox.WorkDir,
 		"GitState":            s.envInfo.GitState,
 		"OS":                  s.envInfo.OS,
 		"Date":                s.a.cfg.Now().Format("2006-01-02"),
 		"Mode":                s.modeName(),
-		"PlanMode":            s.r.Mode == ModePlan,
+		"PlanMode":            s.r.Mode == task.ModePlan,
 		"PlanFirst":           s.r.PlanFirst,
 		"SubAgent":            s.r.subAgent,
 		"TextMode":            s.textMode,
@@ -179,7 +181,11 @@ func (s *runState) projectFiles(ctx context.Context) []ProjectFile {
 		return nil
 	}
 	var out []ProjectFile
-	for _, name := range s.a.cfg.ProjectInstructions {
+	names := s.a.cfg.ProjectInstructions
+	if len(s.r.ProjectInstructions) > 0 {
+		names = s.r.ProjectInstructions
+	}
+	for _, name := range names {
 		p, err := cleanPath(name)
 		if err != nil {
 			continue
@@ -207,11 +213,11 @@ func (s *runState) projectFiles(ctx context.Context) []ProjectFile {
 // probeCommand asks the sandbox for its git state and platform in one exec.
 const probeCommand = `b=$(git rev-parse --abbrev-ref HEAD 2>/dev/null) && { n=$(git status --porcelain 2>/dev/null | wc -l); echo "git: branch $b, $n changed files"; } || echo "git: not a git repository"; echo "os: $(uname -sm 2>/dev/null)"`
 
-func probeEnv(ctx context.Context, env Env) *EnvInfo {
+func probeEnv(ctx context.Context, env sandbox.Env) *EnvInfo {
 	info := &EnvInfo{GitState: "unknown", OS: runtime.GOOS}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	res, err := env.Exec(pctx, ExecRequest{Command: probeCommand, Timeout: 10 * time.Second, MaxOutput: 4096})
+	res, err := env.Exec(pctx, sandbox.ExecRequest{Command: probeCommand, Timeout: 10 * time.Second, MaxOutput: 4096})
 	if err != nil || res.ExitCode != 0 {
 		return info
 	}

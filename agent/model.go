@@ -96,6 +96,9 @@ const (
 	StreamToolCallStart StreamEventKind = "tool_call_start"
 	StreamToolCallArgs  StreamEventKind = "tool_call_args"
 	StreamToolCallEnd   StreamEventKind = "tool_call_end"
+	// StreamRetry says the attempt failed and the call is made again: what
+	// streamed so far is void. Text says why and when.
+	StreamRetry StreamEventKind = "retry"
 )
 
 // StreamEvent is one delta of a streaming reply.
@@ -149,10 +152,11 @@ func (e *ModelError) Error() string {
 
 func (e *ModelError) Unwrap() error { return e.Err }
 
-// Retryable reports whether the call may succeed if repeated.
+// Retryable reports whether the call may succeed if repeated: a bad
+// response (cut, garbage, empty, too large) is as transient as a 5xx.
 func (e *ModelError) Retryable() bool {
 	switch e.Kind {
-	case ModelRateLimited, ModelServer, ModelTimeout, ModelNetwork:
+	case ModelRateLimited, ModelServer, ModelTimeout, ModelNetwork, ModelBadResponse:
 		return true
 	}
 	return false
@@ -164,7 +168,8 @@ func IsModelError(err error, kind ModelErrorKind) bool {
 	return errors.As(err, &me) && me.Kind == kind
 }
 
-// Capabilities describe a model (seed 000 §4.1). The zero value is an
+// Capabilities describe what a model can do (tool calling, its context
+// window). The zero value is an
 // ordinary tool-calling model of unknown window.
 type Capabilities struct {
 	// NoToolCalling says the model cannot call tools: a run that names no

@@ -35,7 +35,7 @@ func TestModelCapabilities(t *testing.T) {
 	t.Run("an explicit protocol wins", func(t *testing.T) {
 		r, m := newRun(memenv.New(nil), finish("ok"))
 		r.Model = &capModel{fakeModel: m, caps: agent.Capabilities{NoToolCalling: true}}
-		r.Protocol = agent.ProtocolTools
+		r.Protocol = task.ProtocolTools
 		r.Task.TestCommand = ""
 		if out, _ := agent.New(agent.Config{}).Run(context.Background(), r); out.Reason != agent.StopFinished || len(m.requests()[0].Tools) == 0 {
 			t.Errorf("reason %s", out.Reason)
@@ -60,24 +60,35 @@ func TestModelCapabilities(t *testing.T) {
 	})
 }
 
-func TestOutcomeCarriesTheDiffSoFar(t *testing.T) {
+// TestPartialWorkStaysInTheWorkspace: a run that ends on a limit leaves its
+// edits in the workspace, where the caller takes the diff (once, after its
+// own verification).
+func TestPartialWorkStaysInTheWorkspace(t *testing.T) {
 	env := memenv.New(map[string]string{"calc.go": calcGo})
 	r, _ := newRun(env, calls(view("calc.go")), calls(edit("calc.go", "a - b", "a + b")), calls(view("calc.go")), finish("x"))
-	r.Workspace = env
+	ws := &countingDiffs{Env: env}
+	r.Workspace = ws
 	r.Verify = agent.VerifyNever
 	r.Limits.MaxTurns = 2
 	out, _ := agent.New(agent.Config{}).Run(context.Background(), r)
-	if out.Reason != agent.StopMaxTurns || !strings.Contains(out.Diff, "-\treturn a - b\n+\treturn a + b") {
-		t.Errorf("reason %s, diff %q", out.Reason, out.Diff)
+	d, err := env.Diff(context.Background())
+	if out.Reason != agent.StopMaxTurns || err != nil || !strings.Contains(d, "-\treturn a - b\n+\treturn a + b") {
+		t.Errorf("reason %s, diff %q, %v", out.Reason, d, err)
 	}
-	// Cancelled runs return at once, without a diff.
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	r2, _ := newRun(env, finish("x"))
-	r2.Workspace = env
-	if out, _ := agent.New(agent.Config{}).Run(ctx, r2); out.Reason != agent.StopCancelled || out.Diff != "" {
-		t.Errorf("cancelled: reason %s, diff %q", out.Reason, out.Diff)
+	if ws.diffs != 0 {
+		t.Errorf("the agent computed the diff %d times; the caller takes it", ws.diffs)
 	}
+}
+
+// countingDiffs counts the calls of Diff.
+type countingDiffs struct {
+	*memenv.Env
+	diffs int
+}
+
+func (c *countingDiffs) Diff(ctx context.Context) (string, error) {
+	c.diffs++
+	return c.Env.Diff(ctx)
 }
 
 func TestPinnedClockDoesNotBreakTheWallClockLimit(t *testing.T) {
@@ -116,8 +127,8 @@ func TestToolResultsHaveDisplayAndModelContents(t *testing.T) {
 }
 
 func TestHumanMode(t *testing.T) {
-	for _, protocol := range []string{agent.ProtocolTools, agent.ProtocolText} {
-		t.Run(protocol, func(t *testing.T) {
+	for _, protocol := range []task.Protocol{task.ProtocolTools, task.ProtocolText} {
+		t.Run(string(protocol), func(t *testing.T) {
 			env := memenv.New(map[string]string{"a.txt": "hello\n"})
 			var screen bytes.Buffer
 			r, _ := newRun(env)

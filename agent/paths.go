@@ -1,38 +1,23 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"unicode/utf8"
-)
 
-// WorkspaceRoot is where the workspace is inside the sandbox; tool paths are
-// relative to it.
-const WorkspaceRoot = "/workspace"
+	"github.com/wrenchworks/wrench/sandbox"
+)
 
 // cleanPath turns a tool's path argument into a clean workspace-relative
 // path ("." for the root), refusing anything outside the workspace.
 func cleanPath(p string) (string, error) {
 	p = strings.TrimSpace(p)
-	if p == "" {
-		return ".", nil
+	c, err := sandbox.Rel(sandbox.WorkDir, p)
+	if errors.Is(err, sandbox.ErrEscape) {
+		return "", fmt.Errorf("path %q is outside the workspace %s", p, sandbox.WorkDir)
 	}
-	if strings.HasPrefix(p, "/") {
-		switch {
-		case p == WorkspaceRoot:
-			return ".", nil
-		case strings.HasPrefix(p, WorkspaceRoot+"/"):
-			p = p[len(WorkspaceRoot)+1:]
-		default:
-			return "", fmt.Errorf("path %q is outside the workspace %s", p, WorkspaceRoot)
-		}
-	}
-	c := path.Clean(p)
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("path %q is outside the workspace %s", p, WorkspaceRoot)
-	}
-	return c, nil
+	return c, err
 }
 
 // truncateMiddle keeps the head and tail of s within max bytes (cut on rune

@@ -4,7 +4,7 @@ import (
 	"github.com/wrenchworks/wrench/task"
 )
 
-// Plan-then-execute (seed 001; seed 000 §9.2): with Run.PlanFirst the run
+// Plan-then-execute: with Run.PlanFirst the run
 // starts with the read-only tools; the model investigates and calls finish
 // with its plan, which ends the planning phase instead of the run. Every
 // tool is then offered, the plan stays in the history (and in
@@ -29,15 +29,10 @@ func (s *runState) endPlanning(res *toolResult) string {
 }
 
 // setTools replaces the tools offered to the model.
-func (s *runState) setTools(tools []*tool) {
-	s.tools = tools
-	s.toolIndex = make(map[string]*tool, len(tools))
-	s.specs = make([]ToolSpec, 0, len(tools))
-	for _, t := range tools {
-		s.toolIndex[t.name] = t
-		s.specs = append(s.specs, t.spec())
-	}
-	if s.textMode {
-		s.specs = nil
+func (s *runState) setTools(defs []*toolDef) {
+	s.tools.offer(defs, s.modeName())
+	s.specs = nil
+	if !s.textMode {
+		s.specs = specsOf(defs)
 	}
 }

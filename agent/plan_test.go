@@ -72,8 +72,8 @@ func TestPlanThenExecute(t *testing.T) {
 
 func TestPlanFirstNeedsToolsAndNormalMode(t *testing.T) {
 	for _, r := range []*agent.Run{
-		{Mode: agent.ModePlan, PlanFirst: true},
-		{Protocol: agent.ProtocolText, PlanFirst: true},
+		{Mode: task.ModePlan, PlanFirst: true},
+		{Protocol: task.ProtocolText, PlanFirst: true},
 	} {
 		r.Model, r.Env, r.EnvInfo = &fakeModel{}, memenv.New(nil), envInfo
 		if _, err := agent.New(agent.Config{}).Run(context.Background(), r); !errors.Is(err, agent.ErrInvalidRun) {

@@ -31,9 +31,9 @@ const CompletionMarker = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 // TextSystem), Project, Environment and Append, in that order, blank
 // lines between the non-empty ones.
 type PromptSet struct {
-	// System is the role and rules for tool-calling runs (seed 000 §8).
+	// System is the role and rules for tool-calling runs.
 	System string
-	// TextSystem replaces System for text-protocol runs (seed 002).
+	// TextSystem replaces System for text-protocol runs.
 	TextSystem string
 	// Instance is the first user message: the task and the recommended
 	// workflow.
@@ -124,4 +124,52 @@ func render(t *template.Template, data map[string]any) (string, error) {
 		return "", fmt.Errorf("%w: render prompt %s: %w", ErrInvalidRun, t.Name(), err)
 	}
 	return strings.TrimRight(b.String(), "\n"), nil
+}
+
+// samplePromptData is data with every key a template may use (see
+// PromptSet), the booleans all set to on: check renders each template with
+// it and with its zero-valued twin, so a template that names an unknown key
+// is refused when the Agent is made, not by every run.
+func samplePromptData(on bool) map[string]any {
+	str := func(s string) string {
+		if on {
+			return s
+		}
+		return ""
+	}
+	var (
+		files    []ProjectFile
+		mentions []Mention
+		tools    []string
+	)
+	if on {
+		files = []ProjectFile{{Path: "AGENTS.md", Content: "Run make test."}}
+		mentions = []Mention{{Path: "calc.go", Content: "package calc\n"}, {Path: "dir", IsDir: true, Content: "a.go\n", Truncated: true}}
+		tools = ToolNames()
+	}
+	has := map[string]bool{}
+	for _, n := range tools {
+		has[n] = true
+	}
+	return map[string]any{
+		"Task": str("Fix the bug."), "TaskID": str("t-1"), "TestCommand": str("go test ./..."),
+		"Workspace": "/workspace", "GitState": str("branch main, clean"), "OS": str("Linux x86_64"),
+		"Date": "2006-01-02", "Mode": str("plan"), "PlanMode": on, "PlanFirst": on, "SubAgent": on,
+		"TextMode": on, "Tools": tools, "HasTool": has, "Diagnostics": on, "MaxOutputChars": 10000,
+		"CompletionMarker": CompletionMarker, "ProjectInstructions": files, "Mentions": mentions,
+		"Transcript": str("user: hello"),
+	}
+}
+
+// check renders every template with sample data (every key, booleans on
+// and off); an error names the template and the key it lacks.
+func (p *prompts) check() error {
+	for _, t := range []*template.Template{p.system, p.textSystem, p.instance, p.project, p.environment, p.append, p.compaction} {
+		for _, on := range []bool{true, false} {
+			if _, err := render(t, samplePromptData(on)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

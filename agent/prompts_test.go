@@ -10,6 +10,7 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 func TestPromptsCarryRulesTaskAndEnvironment(t *testing.T) {
@@ -36,11 +37,11 @@ func TestPromptsCarryRulesTaskAndEnvironment(t *testing.T) {
 
 func TestEnvironmentIsProbedWhenNotGiven(t *testing.T) {
 	env := memenv.New(nil)
-	env.Fallback(func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+	env.Fallback(func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		if strings.Contains(req.Command, "git rev-parse") {
-			return agent.ExecResult{Output: []byte("git: branch dev, 2 changed files\nos: Linux aarch64\n")}, nil
+			return sandbox.ExecResult{Output: []byte("git: branch dev, 2 changed files\nos: Linux aarch64\n")}, nil
 		}
-		return agent.ExecResult{ExitCode: 127}, nil
+		return sandbox.ExecResult{ExitCode: 127}, nil
 	})
 	r, m := newRun(env, finish("ok"))
 	r.EnvInfo = nil
@@ -77,17 +78,20 @@ func TestPromptErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		set  agent.PromptSet
-		// parse errors show up in Validate; missing keys only when rendered.
-		validate bool
+		// Validate names the template and what is wrong, so `wrench run`
+		// and `serve` refuse a bad --prompts directory at start.
+		says string
 	}{
-		{"missing key", agent.PromptSet{Instance: "Solve {{.Tsk}}"}, false},
-		{"missing key in environment", agent.PromptSet{Environment: "{{.Shell}}"}, false},
-		{"bad syntax", agent.PromptSet{System: "{{if}}"}, true},
+		{"missing key", agent.PromptSet{Instance: "Solve {{.Tsk}}"}, `prompt instance: template: instance:1:8: executing "instance" at <.Tsk>: map has no entry for key "Tsk"`},
+		{"missing key in environment", agent.PromptSet{Environment: "{{.Shell}}"}, `map has no entry for key "Shell"`},
+		{"missing key behind a condition", agent.PromptSet{System: "{{if .PlanMode}}{{.Plan}}{{end}}"}, `map has no entry for key "Plan"`},
+		{"missing key when a flag is off", agent.PromptSet{Append: "{{if not .TextMode}}{{.Protocol}}{{end}}"}, `map has no entry for key "Protocol"`},
+		{"bad syntax", agent.PromptSet{System: "{{if}}"}, "prompt system"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := agent.New(agent.Config{Prompts: tc.set})
-			if err := a.Validate(); (err != nil) != tc.validate {
-				t.Errorf("Validate = %v", err)
+			if err := a.Validate(); err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("Validate = %v, want %q", err, tc.says)
 			}
 			r, m := newRun(memenv.New(nil), finish("ok"))
 			_, err := a.Run(context.Background(), r)

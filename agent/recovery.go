@@ -9,12 +9,14 @@ import (
 	"strings"
 )
 
-// The error classes a failed command is put in (seed 001, strategy B).
+// The error classes a failed command is put in, so the model (and the
+// recovery notes) can tell a missing dependency from a test failure.
 const (
 	ClassMissingDependency = "missing_dependency"
 	ClassSyntax            = "syntax"
 	ClassAssertion         = "assertion"
 	ClassPermission        = "permission"
+	ClassResources         = "resources" // a sandbox limit: processes, memory, disk, open files
 	ClassTimeout           = "timeout"
 	ClassUnknown           = "unknown"
 )
@@ -23,6 +25,9 @@ var classPatterns = []struct {
 	class string
 	re    *regexp.Regexp
 }{
+	// First: running out of pids reads "fork: Resource temporarily
+	// unavailable" and was taken for a permission problem.
+	{ClassResources, regexp.MustCompile(`(?i)resource temporarily unavailable|cannot fork|fork failed|cannot allocate memory|out of memory|no space left on device|disk quota exceeded|too many open files|\bEAGAIN\b|\bENOMEM\b|\bENOSPC\b|\bEMFILE\b`)},
 	{ClassPermission, regexp.MustCompile(`(?i)permission denied|PermissionError|EACCES|operation not permitted|read-only file system`)},
 	{ClassMissingDependency, regexp.MustCompile(`ModuleNotFoundError|No module named|ImportError|command not found|executable file not found|cannot find package|no required module provides|Cannot find module|package \S+ is not in (GOROOT|std)|could not import|Could not find a version|No such file or directory.*\b(?:python|node|go|gcc|make)\b|unable to locate package`)},
 	{ClassSyntax, regexp.MustCompile(`SyntaxError|IndentationError|TabError|(?i:syntax error)|unexpected token|Unexpected token|expected declaration|expected '[^']+', found|non-declaration statement|ParseError|(?i:parse error)|undefined: |cannot use .* as .* value|declared and not used|missing return`)},
@@ -30,7 +35,8 @@ var classPatterns = []struct {
 }
 
 // ClassifyError puts a failed command's output in one of the error classes:
-// missing_dependency, syntax, assertion, permission, timeout or unknown.
+// missing_dependency, syntax, assertion, permission, resources, timeout or
+// unknown.
 func ClassifyError(output string, exitCode int, timedOut bool) string {
 	if timedOut || exitCode == 124 {
 		return ClassTimeout
@@ -45,6 +51,9 @@ func ClassifyError(output string, exitCode int, timedOut bool) string {
 	}
 	if exitCode == 126 {
 		return ClassPermission
+	}
+	if exitCode == 137 {
+		return ClassResources // SIGKILL: the sandbox's memory limit
 	}
 	return ClassUnknown
 }
@@ -95,7 +104,8 @@ func ErrorSignature(class, output string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// recovery tracks failures within a run (seed 001 strategies B-D).
+// recovery tracks failures within a run: per-class streaks, an attempt
+// budget, and notes that escalate when the same failure repeats.
 type recovery struct {
 	budget int
 	// seen counts each error signature.
@@ -123,7 +133,7 @@ func (r *recovery) failure(class, output, cmd string, attempting bool) string {
 	if attempting {
 		r.streak++
 		if n > 1 {
-			r.streak++ // a repeat weighs more (seed 001)
+			r.streak++ // the same failure again weighs more than a new one
 		}
 	}
 	if cmd != "" {

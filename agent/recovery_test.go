@@ -8,6 +8,7 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 func TestClassifyError(t *testing.T) {
@@ -26,6 +27,11 @@ func TestClassifyError(t *testing.T) {
 		{"E   AssertionError: assert 1 == 2", 1, false, agent.ClassAssertion},
 		{"open /etc/shadow: permission denied", 1, false, agent.ClassPermission},
 		{"PermissionError: [Errno 13]", 1, false, agent.ClassPermission},
+		{"bash: fork: retry: Resource temporarily unavailable\nbash: fork: Resource temporarily unavailable", 254, false, agent.ClassResources},
+		{"bash: fork: Resource temporarily unavailable", 126, false, agent.ClassResources},
+		{"write /workspace/big: no space left on device", 1, false, agent.ClassResources},
+		{"fatal error: runtime: cannot allocate memory", 2, false, agent.ClassResources},
+		{"", 137, false, agent.ClassResources},
 		{"", 124, false, agent.ClassTimeout},
 		{"partial", 0, true, agent.ClassTimeout},
 		{"something odd happened", 3, false, agent.ClassUnknown},
@@ -55,9 +61,9 @@ func TestErrorSignatureNormalises(t *testing.T) {
 func TestRepeatedErrorsEscalate(t *testing.T) {
 	env := memenv.New(map[string]string{"a.py": "x\n"})
 	n := 0
-	env.Handle("python a.py", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+	env.Handle("python a.py", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		n++ // the same error at another line each time
-		return agent.ExecResult{ExitCode: 1, Output: []byte(fmt.Sprintf("Traceback (most recent call last):\n  File \"a.py\", line %d\nNameError: name 'y' is not defined\n", n))}, nil
+		return sandbox.ExecResult{ExitCode: 1, Output: []byte(fmt.Sprintf("Traceback (most recent call last):\n  File \"a.py\", line %d\nNameError: name 'y' is not defined\n", n))}, nil
 	})
 	run := func(cmd string) agent.ToolCall { return call("bash", map[string]any{"command": cmd}) }
 	r, _ := newRun(env,
@@ -92,9 +98,9 @@ func TestRepeatedErrorsEscalate(t *testing.T) {
 func TestAttemptBudgetNudge(t *testing.T) {
 	env := memenv.New(map[string]string{"a.go": "v0\n"})
 	n := 0
-	env.Handle("go build", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+	env.Handle("go build", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		n++ // a different error each time: only the budget speaks
-		return agent.ExecResult{ExitCode: 1, Output: []byte(fmt.Sprintf("./a.go:1:1: undefined: sym%c\n", 'a'+n))}, nil
+		return sandbox.ExecResult{ExitCode: 1, Output: []byte(fmt.Sprintf("./a.go:1:1: undefined: sym%c\n", 'a'+n))}, nil
 	})
 	var replies []reply
 	replies = append(replies, calls(view("a.go")))
@@ -123,8 +129,8 @@ func TestLoopDetection(t *testing.T) {
 	same := calls(call("bash", map[string]any{"command": "ls -la"}))
 	other := calls(call("bash", map[string]any{"command": "pwd"}))
 	env := memenv.New(nil)
-	env.Handle("ls", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
-		return agent.ExecResult{Output: []byte("a.go\n")}, nil
+	env.Handle("ls", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		return sandbox.ExecResult{Output: []byte("a.go\n")}, nil
 	})
 	t.Run("nudge, then stop", func(t *testing.T) {
 		r, m := newRun(env, same, same, other, same, same, same, finish("never"))
@@ -153,9 +159,9 @@ func TestLoopDetection(t *testing.T) {
 	t.Run("results differing only in timing are the same", func(t *testing.T) {
 		e := memenv.New(nil)
 		k := 0
-		e.Handle("go test", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+		e.Handle("go test", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 			k++
-			return agent.ExecResult{ExitCode: 1, Output: []byte(fmt.Sprintf("--- FAIL: TestA (0.0%ds)\nFAIL\tcalc\t0.%03ds\n", k, k))}, nil
+			return sandbox.ExecResult{ExitCode: 1, Output: []byte(fmt.Sprintf("--- FAIL: TestA (0.0%ds)\nFAIL\tcalc\t0.%03ds\n", k, k))}, nil
 		})
 		gt := calls(call("bash", map[string]any{"command": "go test"}))
 		r, _ := newRun(e, gt, gt, gt, gt, gt, finish("never"))
@@ -168,9 +174,9 @@ func TestLoopDetection(t *testing.T) {
 	t.Run("a different result is not a loop", func(t *testing.T) {
 		e := memenv.New(nil)
 		k := 0
-		e.Handle("ls", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+		e.Handle("ls", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 			k++
-			return agent.ExecResult{Output: []byte(fmt.Sprint(k))}, nil
+			return sandbox.ExecResult{Output: []byte(fmt.Sprint(k))}, nil
 		})
 		r, _ := newRun(e, same, same, same, same, same, finish("ok"))
 		r.Task.TestCommand = ""
@@ -184,12 +190,12 @@ func TestLoopDetection(t *testing.T) {
 func TestSuccessOfAFailedCommandEndsTheSubtask(t *testing.T) {
 	env := memenv.New(map[string]string{"a.go": "v0\n"})
 	n := 0
-	env.Handle("go build", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+	env.Handle("go build", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		n++
 		if n == 3 { // the third build passes: the subtask is done
-			return agent.ExecResult{}, nil
+			return sandbox.ExecResult{}, nil
 		}
-		return agent.ExecResult{ExitCode: 1, Output: []byte(fmt.Sprintf("./a.go:1:1: undefined: sym%c\n", 'a'+n))}, nil
+		return sandbox.ExecResult{ExitCode: 1, Output: []byte(fmt.Sprintf("./a.go:1:1: undefined: sym%c\n", 'a'+n))}, nil
 	})
 	var replies []reply
 	replies = append(replies, calls(view("a.go")))

@@ -1,9 +1,13 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/task"
 )
 
 // ReplayReport says how a re-execution of recorded tool calls compared
@@ -47,29 +51,58 @@ func (r ReplayReport) First() *Divergence {
 // (read-before-edit included), so a faithful replay sees the same results.
 // Verification, checkpoints and model calls are not replayed. The error is
 // for cancellation and environment failures.
-func Replay(ctx context.Context, env Env, records []Record) (ReplayReport, error) {
+func Replay(ctx context.Context, env sandbox.Env, records []Record) (ReplayReport, error) {
 	if env == nil {
 		return ReplayReport{}, fmt.Errorf("%w: nil Env", ErrInvalidRun)
 	}
-	a := New(Config{})
-	tools, _ := toolSet(ModeNormal, nil, map[string]bool{ToolSearch: true})
-	s := &runState{
-		a:         a,
-		r:         &Run{Env: env},
-		tools:     tools,
-		toolIndex: map[string]*tool{},
-		seen:      map[string][32]byte{},
-		history:   map[string][]FileVersion{},
-		rec:       newRecovery(a.cfg.Recovery.AttemptBudget),
-		loops:     newLoopDetector(a.cfg.Recovery.LoopWindow, a.cfg.Recovery.LoopRepeats),
+	cfg := New(Config{}).cfg
+	defs, _ := toolSet(task.ModeNormal, nil, map[string]bool{ToolSearch: true})
+	tools := newToolbox(&toolKit{env: env, seen: newReadTracker(), cfg: &cfg})
+	tools.offer(defs, "normal")
+	pairs, skipped := pairCalls(records)
+	rep := ReplayReport{Skipped: skipped}
+	for _, pr := range pairs {
+		call := pr.call.Call
+		// finish has nothing to re-execute; research asks a model.
+		if call.Name == ToolFinish || call.Name == ToolResearch {
+			rep.Skipped++
+			continue
+		}
+		res := tools.dispatch(ctx, *call)
+		if res.fatal != nil {
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			return rep, fmt.Errorf("replay call %s (%s): %w", call.ID, call.Name, res.fatal)
+		}
+		rep.Calls++
+		got := cmp.Or(res.raw, res.output)
+		// Credential-shaped tokens were redacted when recorded.
+		if maskVolatile(redactString(got, nil)) == maskVolatile(pr.result.Output) {
+			rep.Matched++
+			continue
+		}
+		rep.Divergences = append(rep.Divergences, Divergence{
+			Seq: pr.result.Seq, Turn: pr.call.Turn, CallID: call.ID, Tool: call.Name,
+			Arguments: call.Arguments, Recorded: pr.result.Output, Replayed: got,
+		})
 	}
-	for _, t := range tools {
-		s.toolIndex[t.name] = t
-	}
-	// A tool_result follows its tool_call; pair them by order, since call
-	// ids are not always unique across turns.
+	return rep, ctx.Err()
+}
+
+// replayPair is a recorded tool call and its result.
+type replayPair struct {
+	call, result *Record
+}
+
+// pairCalls pairs each tool_result with the tool_call before it of the
+// same id (ids are not always unique across turns, so by order). It counts
+// as skipped a call whose result was never recorded and a result without a
+// call.
+func pairCalls(records []Record) ([]replayPair, int) {
 	pending := map[string]*Record{}
-	var rep ReplayReport
+	var pairs []replayPair
+	skipped := 0
 	for i := range records {
 		rec := &records[i]
 		if rec.Call == nil {
@@ -78,46 +111,19 @@ func Replay(ctx context.Context, env Env, records []Record) (ReplayReport, error
 		switch rec.Kind {
 		case RecordToolCall:
 			if pending[rec.Call.ID] != nil {
-				rep.Skipped++ // a call whose result was never recorded
+				skipped++
 			}
 			pending[rec.Call.ID] = rec
-			continue
 		case RecordToolResult:
-		default:
-			continue
-		}
-		callRec := pending[rec.Call.ID]
-		delete(pending, rec.Call.ID)
-		// finish has nothing to re-execute; research asks a model.
-		if callRec == nil || callRec.Call.Name == ToolFinish || callRec.Call.Name == ToolResearch {
-			rep.Skipped++
-			continue
-		}
-		s.turn = callRec.Turn
-		res := s.dispatch(ctx, *callRec.Call)
-		if res.fatal != nil {
-			if ctx.Err() != nil {
-				return rep, ctx.Err()
+			if c := pending[rec.Call.ID]; c != nil {
+				pairs = append(pairs, replayPair{call: c, result: rec})
+			} else {
+				skipped++
 			}
-			return rep, fmt.Errorf("replay call %s (%s): %w", callRec.Call.ID, callRec.Call.Name, res.fatal)
+			delete(pending, rec.Call.ID)
 		}
-		rep.Calls++
-		got := res.raw
-		if got == "" {
-			got = res.output
-		}
-		// Credential-shaped tokens were redacted when recorded.
-		if maskVolatile(redactString(got, nil)) == maskVolatile(rec.Output) {
-			rep.Matched++
-			continue
-		}
-		rep.Divergences = append(rep.Divergences, Divergence{
-			Seq: rec.Seq, Turn: callRec.Turn, CallID: callRec.Call.ID, Tool: callRec.Call.Name,
-			Arguments: callRec.Call.Arguments, Recorded: rec.Output, Replayed: got,
-		})
 	}
-	rep.Skipped += len(pending)
-	return rep, ctx.Err()
+	return pairs, skipped + len(pending)
 }
 
 // maskVolatile hides what legitimately differs between two executions:

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -30,15 +31,6 @@ const (
 	StopDenied        StopReason = "permission_denied"   // a person refused a tool call (ApproveConfirm)
 )
 
-// Mode is the permission mode of a run.
-type Mode string
-
-// The permission modes.
-const (
-	ModeNormal Mode = ""     // every tool
-	ModePlan   Mode = "plan" // read-only tools only (view, ls, glob, grep, finish)
-)
-
 // VerifyPolicy says when the task's test command runs during a run.
 type VerifyPolicy string
 
@@ -49,20 +41,14 @@ const (
 	VerifyNever      VerifyPolicy = "never"
 )
 
-// The protocols a model can be driven with.
-const (
-	ProtocolTools = "tools" // native tool calling (default)
-	ProtocolText  = "text"  // one fenced bash block per reply (seed 002)
-)
-
 // Limits bound one run. Zero values mean "no limit" except where noted.
 // Every limit ends the run with its own StopReason and keeps the partial
 // work; Run.OnLimit may extend a limit instead.
 type Limits struct {
 	// MaxTurns caps model turns: N > 0 stops after N turns; -1 and 0 (no
-	// explicit limit) both stop at HardTurnCap. Seed 004 uses 0 to disable
-	// chat altogether; here the zero value must be a usable run, so 0 only
-	// disables the explicit limit.
+	// explicit limit) both stop at HardTurnCap. 0 does not disable the
+	// model: the zero value must be a usable run, so 0 only disables the
+	// explicit limit.
 	MaxTurns int
 	// MaxCostUSD caps the model spend, priced by Config.Prices. A model with
 	// no price costs 0 and is not bounded by it.
@@ -71,7 +57,8 @@ type Limits struct {
 	MaxTokens int64
 	// Timeout caps the run's wall-clock time.
 	Timeout time.Duration
-	// HardTurnCap bounds runs without an explicit turn limit (default 100).
+	// HardTurnCap bounds runs without an explicit turn limit (default
+	// task.MaxTurnsHardCap).
 	HardTurnCap int
 	// MaxFormatErrors ends the run after that many consecutive malformed
 	// replies (default 3).
@@ -93,9 +80,9 @@ type Run struct {
 	// ModelName is sent in each request and keys the price table.
 	ModelName string
 	Model     Model
-	Env       Env
+	Env       sandbox.Env
 	// Workspace may be nil (no checkpoints, no rollback; Diff unavailable).
-	Workspace Checkpointer
+	Workspace sandbox.Checkpointer
 	// BaseCheckpoint is the checkpoint of the untouched tree, the first
 	// rollback target. Empty makes the agent take one at the start when
 	// Workspace is set and verification can run.
@@ -103,13 +90,17 @@ type Run struct {
 	// Baseline is the test command's outcome before any change, used to tell
 	// a regression from a test that already failed. Nil means unknown.
 	Baseline *task.TestRun
+	// BaseCommit is the commit the workspace started from; the trajectory's
+	// run_start record keeps it so a replay checks out the same tree.
+	BaseCommit string
 	// EnvInfo fills the environment prompt; nil probes the Env once.
 	EnvInfo *EnvInfo
 	// History continues an earlier conversation; empty starts afresh. When it
 	// is set no new instance message is added.
 	History []Message
 	Limits  Limits
-	Mode    Mode
+	// Mode is task.ModeNormal (every tool) or task.ModePlan (read-only).
+	Mode task.Mode
 	// AllowedTools restricts the tool set; empty means all (for the mode).
 	// finish is always available.
 	AllowedTools []string
@@ -125,8 +116,14 @@ type Run struct {
 	// (plan-then-execute). Outcome.Plan keeps the plan.
 	PlanFirst bool
 	Verify    VerifyPolicy
-	// Protocol is "tools" (default) or "text".
-	Protocol string
+	// TestTimeout bounds one run of the test command during verification
+	// (default task.DefaultTestTimeout); the worker passes the task's
+	// effective one, the same that bounds its own test runs.
+	TestTimeout time.Duration
+	// Protocol is task.ProtocolTools or task.ProtocolText; empty picks
+	// tools, or text for a model whose Capabilities say it cannot call
+	// tools.
+	Protocol task.Protocol
 	// OnEvent receives progress events; may be nil. Called from the run's
 	// goroutine: it must not block for long.
 	OnEvent func(task.Event)
@@ -147,6 +144,10 @@ type Run struct {
 	Trajectory io.Writer
 	// Secrets are redacted from the trajectory and events.
 	Secrets []string
+	// ProjectInstructions, when set, are the repository's instruction
+	// files for this run (its `.wrench.yaml` names them) instead of
+	// Config.ProjectInstructions.
+	ProjectInstructions []string
 
 	// subAgent marks a research sub-run (its prompts differ).
 	subAgent bool
@@ -180,10 +181,6 @@ type Outcome struct {
 	FileHistory map[string][]FileVersion
 	// Duration is the run's wall-clock time.
 	Duration time.Duration
-	// Diff is the workspace's diff from its base when the run ended (the
-	// partial work, whatever the reason); empty without a Workspace, when
-	// nothing changed, or when the run was cancelled.
-	Diff string
 	// Plan is the plan the model made in the planning phase (PlanFirst).
 	Plan string
 }
@@ -203,10 +200,17 @@ type FileVersion struct {
 var ErrInvalidRun = errors.New("agent: invalid run")
 
 // ErrEnvFailed marks an Env error as an infrastructure failure (the sandbox
-// is gone, the engine is unreachable). Env implementations wrap it; a tool
-// that meets it ends the run with env_error instead of telling the model.
-// Exec errors other than cancellation always count as such.
+// is gone, the engine is unreachable). Env implementations may wrap it, and
+// errors for which sandbox.Broken holds count as such too; a tool that
+// meets one ends the run with env_error instead of telling the model. Exec
+// errors other than cancellation always count as such.
 var ErrEnvFailed = errors.New("environment failed")
+
+// envFailed reports whether err is an infrastructure failure (see
+// ErrEnvFailed).
+func envFailed(err error) bool {
+	return errors.Is(err, ErrEnvFailed) || sandbox.Broken(err)
+}
 
 // Config configures an Agent. The zero value is usable: every field has a
 // default, applied by New.
@@ -214,8 +218,8 @@ type Config struct {
 	// Prices maps model name to per-million-token prices: exactly, then
 	// without a provider prefix ("openai/gpt-4o"), then without a snapshot
 	// suffix ("gpt-4o-2024-08-06"). The table's source is the operator's
-	// configuration (llm.PriceTable and its price file, converted with
-	// AgentPrices). An unlisted model costs 0, is logged once per run, and
+	// configuration (llm.DefaultPrices with a price file copied over it,
+	// `--prices`). An unlisted model costs 0, is logged once per run, and
 	// is not bounded by MaxCostUSD.
 	Prices map[string]Price
 	// ContextWindows maps model name (looked up like Prices) to its context
@@ -226,12 +230,18 @@ type Config struct {
 	// MaxOutputChars caps each tool output sent to the model, head and tail
 	// kept (default 10,000).
 	MaxOutputChars int
+	// MaxCallsPerReply is how many tool calls of one reply run (default
+	// 32); the rest are answered "Not run" and the reply counts as a
+	// format error.
+	MaxCallsPerReply int
+	// MaxToolArgBytes caps one call's arguments (default 1 MiB): a bigger
+	// call is answered with an error and does not run, and its arguments
+	// are not kept in the history, the events or the trajectory.
+	MaxToolArgBytes int
 	// CommandTimeout is the default bash timeout (default 2 minutes);
 	// MaxCommandTimeout caps what a call may ask for (default 30 minutes).
 	CommandTimeout    time.Duration
 	MaxCommandTimeout time.Duration
-	// TestTimeout bounds one run of the test command (default 15 minutes).
-	TestTimeout time.Duration
 	// MaxFinishRejections is how many times finish is refused because the
 	// tests fail before the run ends as finished_unverified (default 2).
 	MaxFinishRejections int
@@ -251,9 +261,11 @@ type Config struct {
 	// .wrench/instructions.md); NoProjectInstructions turns that off.
 	ProjectInstructions   []string
 	NoProjectInstructions bool
-	// ModelRetries is how often a retryable model error is retried
-	// (default 3); RetryBackoff is the first delay, doubled each time
-	// (default 1s), unless the server asked for a longer one.
+	// ModelRetries is how often the loop repeats a call that failed with
+	// a retryable model error (default 0: the Model retries, as the llm
+	// client does, and the two would multiply); RetryBackoff is the first
+	// delay, doubled each time (default 1s), unless the server asked for a
+	// longer one.
 	ModelRetries int
 	RetryBackoff time.Duration
 	// Logger receives operational logs; nil discards them.
@@ -295,12 +307,27 @@ type RecoveryConfig struct {
 	MaxIntentNudges int
 }
 
-// Price is a model's price per million tokens, in US dollars.
+// Price is a model's price per million tokens, in US dollars: the one
+// price model (llm.DefaultPrices and price files produce it).
 type Price struct {
 	InputPerMTok  float64
 	OutputPerMTok float64
-	// CachedInputPerMTok prices cached input tokens; 0 means InputPerMTok.
+	// CachedInputPerMTok prices input tokens served from the prompt cache;
+	// 0 means they cost InputPerMTok.
 	CachedInputPerMTok float64
+}
+
+// Cost is what usage u costs at this price. Cached tokens are counted
+// within InputTokens, as the OpenAI API reports them.
+func (p Price) Cost(u TokenUsage) float64 {
+	cached := min(max(u.CachedTokens, 0), u.InputTokens)
+	cachedPrice := p.CachedInputPerMTok
+	if cachedPrice == 0 {
+		cachedPrice = p.InputPerMTok
+	}
+	return (float64(u.InputTokens-cached)*p.InputPerMTok +
+		float64(cached)*cachedPrice +
+		float64(u.OutputTokens)*p.OutputPerMTok) / 1e6
 }
 
 // Agent runs coding-agent loops. It is stateless and safe for concurrent
@@ -317,9 +344,13 @@ type Agent struct {
 func New(cfg Config) *Agent {
 	cfg = cfg.withDefaults()
 	p, err := parsePrompts(cfg.Prompts)
+	if err == nil {
+		err = p.check()
+	}
 	return &Agent{cfg: cfg, prompts: p, promptErr: err}
 }
 
 // Validate reports a configuration problem (a prompt template that does not
-// parse) that would make every Run fail.
+// parse, or names a key prompts do not have) that would make every Run
+// fail.
 func (a *Agent) Validate() error { return a.promptErr }

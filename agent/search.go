@@ -10,10 +10,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
-// The search tool is seed 001's code search in a form that needs no
-// embedding model: the query's words and identifiers (split at camelCase
+// The search tool is a code search that needs no embedding model: the query's words and identifiers (split at camelCase
 // and snake_case) are looked up across the workspace in one grep, and files
 // are ranked by the distinct terms they contain, rarer terms weighing more
 // (an idf weight), with a bonus for terms in the path. It is optional
@@ -26,7 +27,7 @@ const (
 	searchLinesShown = 3
 )
 
-var searchTool = &tool{
+var searchTool = &toolDef{
 	name: ToolSearch,
 	desc: "Find the code most related to a description when you do not know the exact names: the query's words and identifiers are looked up across the workspace and files are ranked by how many distinct terms they contain (rarer terms count more), each with its best matching lines. Use grep for an exact pattern.",
 	params: `{"type":"object","properties":{` +
@@ -36,7 +37,13 @@ var searchTool = &tool{
 	required: []string{"query"},
 	readOnly: true,
 	optional: true,
-	run:      runSearch,
+	bind:     func(k *toolKit) tool { return &search{search: k.env, maxOutput: k.cfg.MaxOutputChars} },
+}
+
+// search ranks files by the query's terms they contain.
+type search struct {
+	search    sandbox.Searcher
+	maxOutput int
 }
 
 var (
@@ -87,11 +94,11 @@ func stem(t string) string {
 type searchHit struct {
 	path  string
 	terms map[string]bool
-	lines []GrepMatch
+	lines []sandbox.GrepMatch
 	score float64
 }
 
-func runSearch(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
+func (t *search) run(ctx context.Context, _ ToolCall, raw json.RawMessage) toolResult {
 	a, bad := args[struct {
 		Query   string `json:"query"`
 		Include string `json:"include"`
@@ -107,9 +114,9 @@ func runSearch(ctx context.Context, s *runState, raw json.RawMessage) toolResult
 	for i, t := range terms {
 		quoted[i] = regexp.QuoteMeta(t)
 	}
-	matches, err := s.r.Env.Grep(ctx, GrepRequest{Pattern: "(?i)(" + strings.Join(quoted, "|") + ")", Include: a.Include, MaxMatches: searchMaxMatches})
+	matches, err := t.search.Grep(ctx, sandbox.GrepRequest{Pattern: "(?i)(" + strings.Join(quoted, "|") + ")", Include: a.Include, MaxMatches: searchMaxMatches})
 	if err != nil {
-		return s.envFailure(ctx, "search", err)
+		return envFailure(ctx, "search", err)
 	}
 	hits := rankSearch(terms, matches)
 	if len(hits) == 0 {
@@ -131,7 +138,7 @@ func runSearch(ctx context.Context, s *runState, raw json.RawMessage) toolResult
 		fmt.Fprintf(&b, "\n[%d more files match fewer terms]\n", len(hits)-searchTopFiles)
 	}
 	return toolResult{
-		output:  capOutput(strings.TrimRight(b.String(), "\n"), s.a.cfg.MaxOutputChars, 0),
+		output:  capOutput(strings.TrimRight(b.String(), "\n"), t.maxOutput, 0),
 		display: fmt.Sprintf("search %q: %d files", a.Query, len(hits)),
 	}
 }
@@ -139,7 +146,7 @@ func runSearch(ctx context.Context, s *runState, raw json.RawMessage) toolResult
 // rankSearch scores files: the idf of each distinct term found in the file
 // or its path, plus a little for the number of matching lines. Each file
 // keeps its lines with the most distinct terms.
-func rankSearch(terms []string, matches []GrepMatch) []searchHit {
+func rankSearch(terms []string, matches []sandbox.GrepMatch) []searchHit {
 	byPath := map[string]*searchHit{}
 	var order []*searchHit
 	lineTerms := func(text string) map[string]bool {
@@ -176,11 +183,11 @@ func rankSearch(terms []string, matches []GrepMatch) []searchHit {
 			h.score += math.Log(1 + n/float64(df[t]))
 		}
 		h.score += 0.1 * math.Log(1+float64(len(h.lines)))
-		slices.SortStableFunc(h.lines, func(x, y GrepMatch) int {
+		slices.SortStableFunc(h.lines, func(x, y sandbox.GrepMatch) int {
 			return cmp.Compare(len(lineTerms(y.Text)), len(lineTerms(x.Text)))
 		})
 		h.lines = h.lines[:min(len(h.lines), searchLinesShown)]
-		slices.SortFunc(h.lines, func(x, y GrepMatch) int { return cmp.Compare(x.Line, y.Line) })
+		slices.SortFunc(h.lines, func(x, y sandbox.GrepMatch) int { return cmp.Compare(x.Line, y.Line) })
 	}
 	out := make([]searchHit, len(order))
 	for i, h := range order {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/task"
 )
 
 func TestCodeSearchRanksFilesByTerms(t *testing.T) {
@@ -35,10 +36,10 @@ func TestCodeSearchRanksFilesByTerms(t *testing.T) {
 		t.Errorf("results: %q / %q", res[1], res[2])
 	}
 	// Off by default, on when allowlisted.
-	if specs, _ := agent.New(agent.Config{}).Tools(agent.ModeNormal, nil); slices.Contains(toolNames(specs), "search") {
+	if specs, _ := agent.New(agent.Config{}).Tools(task.ModeNormal, nil); slices.Contains(toolNames(specs), "search") {
 		t.Errorf("search offered by default")
 	}
-	if specs, _ := agent.Tools(agent.ModePlan, []string{"search"}); !slices.Contains(toolNames(specs), "search") {
+	if specs, _ := agent.Tools(task.ModePlan, []string{"search"}); !slices.Contains(toolNames(specs), "search") {
 		t.Errorf("allowlisted search not offered in plan mode: %v", toolNames(specs))
 	}
 }

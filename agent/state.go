@@ -15,10 +15,9 @@ type runState struct {
 	a *Agent
 	r *Run
 
-	tools     []*tool
-	toolIndex map[string]*tool
-	specs     []ToolSpec
-	textMode  bool
+	tools    *toolbox
+	specs    []ToolSpec // what the model is told it may call
+	textMode bool
 
 	msgs   []Message
 	pinned int // leading messages compaction never touches
@@ -35,8 +34,6 @@ type runState struct {
 	formatErrs   int
 	intentNudges int
 
-	// call is the tool call being run (for approval requests).
-	call ToolCall
 	// planning says the run is in its planning phase (PlanFirst); plan is
 	// the plan it ended with.
 	planning bool
@@ -44,9 +41,8 @@ type runState struct {
 	// envInfo is the environment the prompts describe (probed once).
 	envInfo *EnvInfo
 	diag    diagnostics
-	subRuns int
 
-	seen    map[string][32]byte // path -> content hash when last viewed or written
+	seen    *readTracker
 	history map[string][]FileVersion
 	rec     recovery
 	loops   loopDetector
@@ -74,74 +70,36 @@ type effectiveLimits struct {
 }
 
 func (a *Agent) newState(ctx context.Context, r *Run) (*runState, error) {
-	switch {
-	case r.Model == nil:
-		return nil, fmt.Errorf("%w: nil Model", ErrInvalidRun)
-	case r.Env == nil:
-		return nil, fmt.Errorf("%w: nil Env", ErrInvalidRun)
-	case a.promptErr != nil:
-		return nil, a.promptErr
-	}
 	caps := capabilitiesOf(r.Model)
-	protocol := r.Protocol
-	switch protocol {
-	case "":
-		protocol = ProtocolTools
-		if caps.NoToolCalling {
-			protocol = ProtocolText
-		}
-	case ProtocolTools, ProtocolText:
-	default:
-		return nil, fmt.Errorf("%w: protocol %q is not one of tools, text", ErrInvalidRun, r.Protocol)
-	}
-	switch r.Mode {
-	case ModeNormal, ModePlan:
-	default:
-		return nil, fmt.Errorf("%w: mode %q is not one of \"\", plan", ErrInvalidRun, r.Mode)
-	}
-	switch r.Verify {
-	case "", VerifyOnFinish, VerifyAfterWrite, VerifyNever:
-	default:
-		return nil, fmt.Errorf("%w: verify policy %q is not one of finish, after_write, never", ErrInvalidRun, r.Verify)
-	}
-	if err := validApproval(r); err != nil {
+	protocol, err := a.checkRun(r, caps)
+	if err != nil {
 		return nil, err
-	}
-	if r.PlanFirst && (r.Mode == ModePlan || protocol == ProtocolText) {
-		return nil, fmt.Errorf("%w: PlanFirst needs the tools protocol and normal mode", ErrInvalidRun)
 	}
 	tools, err := a.toolSet(r.Mode, r.AllowedTools)
 	if err != nil {
 		return nil, err
 	}
-	if protocol == ProtocolText && !slices.ContainsFunc(tools, func(t *tool) bool { return t.name == ToolBash }) {
+	if protocol == task.ProtocolText && !slices.ContainsFunc(tools, func(t *toolDef) bool { return t.name == ToolBash }) {
 		return nil, fmt.Errorf("%w: the text protocol needs the bash tool (not available in plan mode or without it in the allowlist)", ErrInvalidRun)
 	}
 	s := &runState{
 		a:        a,
 		r:        r,
-		textMode: protocol == ProtocolText,
+		textMode: protocol == task.ProtocolText,
 		start:    time.Now(), // monotonic: Config.Now may be pinned
 		window:   a.cfg.contextWindow(r.ModelName, caps.ContextWindow),
-		seen:     map[string][32]byte{},
+		seen:     newReadTracker(),
 		history:  map[string][]FileVersion{},
 		rec:      newRecovery(a.cfg.Recovery.AttemptBudget),
 		loops:    newLoopDetector(a.cfg.Recovery.LoopWindow, a.cfg.Recovery.LoopRepeats),
+		lim:      limitsOf(r.Limits),
 	}
+	s.tools = newToolbox(s.toolKit())
 	if r.PlanFirst {
 		s.planning = true
-		tools, _ = a.toolSet(ModePlan, r.AllowedTools)
+		tools, _ = a.toolSet(task.ModePlan, r.AllowedTools)
 	}
 	s.setTools(tools)
-	s.lim = effectiveLimits{
-		turns:     turnLimit(r.Limits),
-		costUSD:   r.Limits.MaxCostUSD,
-		tokens:    r.Limits.MaxTokens,
-		formatErr: r.Limits.MaxFormatErrors,
-	}
-	if s.lim.formatErr <= 0 {
-		s.lim.formatErr = DefaultMaxFormatErrors
-	}
 	if r.Limits.Timeout > 0 {
 		s.deadline = s.start.Add(r.Limits.Timeout)
 	}
@@ -154,6 +112,71 @@ func (a *Agent) newState(ctx context.Context, r *Run) (*runState, error) {
 	return s, nil
 }
 
+// checkRun refuses unusable input (wrapping ErrInvalidRun) and resolves
+// the protocol: the tools protocol unless asked or the model cannot call
+// tools.
+func (a *Agent) checkRun(r *Run, caps Capabilities) (task.Protocol, error) {
+	switch {
+	case r.Model == nil:
+		return "", fmt.Errorf("%w: nil Model", ErrInvalidRun)
+	case r.Env == nil:
+		return "", fmt.Errorf("%w: nil Env", ErrInvalidRun)
+	case a.promptErr != nil:
+		return "", a.promptErr
+	}
+	protocol := r.Protocol
+	switch protocol {
+	case "":
+		protocol = task.ProtocolTools
+		if caps.NoToolCalling {
+			protocol = task.ProtocolText
+		}
+	case task.ProtocolTools, task.ProtocolText:
+	default:
+		return "", fmt.Errorf("%w: protocol %q is not one of tools, text", ErrInvalidRun, r.Protocol)
+	}
+	switch r.Mode {
+	case task.ModeNormal, task.ModePlan:
+	default:
+		return "", fmt.Errorf("%w: mode %q is not one of \"\", plan", ErrInvalidRun, r.Mode)
+	}
+	switch r.Verify {
+	case "", VerifyOnFinish, VerifyAfterWrite, VerifyNever:
+	default:
+		return "", fmt.Errorf("%w: verify policy %q is not one of finish, after_write, never", ErrInvalidRun, r.Verify)
+	}
+	if err := validApproval(r); err != nil {
+		return "", err
+	}
+	if r.PlanFirst && (r.Mode == task.ModePlan || protocol == task.ProtocolText) {
+		return "", fmt.Errorf("%w: PlanFirst needs the tools protocol and normal mode", ErrInvalidRun)
+	}
+	return protocol, nil
+}
+
+// toolKit is what the run offers its tools.
+func (s *runState) toolKit() *toolKit {
+	k := &toolKit{env: s.r.Env, seen: s.seen, research: s, cfg: &s.a.cfg}
+	if s.r.Approval == ApproveConfirm {
+		k.approve = s.approve
+	}
+	return k
+}
+
+// limitsOf is the limits a run starts with.
+func limitsOf(l Limits) effectiveLimits {
+	lim := effectiveLimits{
+		turns:     turnLimit(l),
+		costUSD:   l.MaxCostUSD,
+		tokens:    l.MaxTokens,
+		formatErr: l.MaxFormatErrors,
+	}
+	if lim.formatErr <= 0 {
+		lim.formatErr = DefaultMaxFormatErrors
+	}
+	return lim
+}
+
 // turnLimit resolves MaxTurns and HardTurnCap to one number.
 func turnLimit(l Limits) int {
 	if l.MaxTurns > 0 {
@@ -162,7 +185,7 @@ func turnLimit(l Limits) int {
 	if l.HardTurnCap > 0 {
 		return l.HardTurnCap
 	}
-	return DefaultHardTurnCap
+	return task.MaxTurnsHardCap
 }
 
 // appendMsg adds a message to the history and the trajectory.

@@ -11,8 +11,8 @@ import (
 )
 
 // SubAgentConfig tunes the research tool: a read-only sub-run with a fresh
-// context that answers one question (seed 001's sub-agents, seed 004's
-// task tool).
+// context that answers one question, so the parent's context holds only
+// the answer.
 type SubAgentConfig struct {
 	// Enabled offers the research tool in every normal-mode tools-protocol
 	// run; a run's allowlist may also name it. Off by default.
@@ -23,7 +23,7 @@ type SubAgentConfig struct {
 	MaxPerRun int
 }
 
-var researchTool = &tool{
+var researchTool = &toolDef{
 	name: ToolResearch,
 	desc: "Delegate a read-only investigation to a sub-agent with a fresh context. It can view, ls, glob and grep (no commands, no edits) and answers your question with its findings, which is all you see of its work. Use it to explore unfamiliar parts of a large codebase without filling your own context; ask one precise question and say what you need back (files, functions, line numbers).",
 	params: `{"type":"object","properties":{` +
@@ -31,10 +31,29 @@ var researchTool = &tool{
 		`"required":["question"]}`,
 	required: []string{"question"},
 	optional: true,
-	run:      runResearch,
+	bind: func(k *toolKit) tool {
+		return &research{start: k.research, max: k.cfg.SubAgents.MaxPerRun, maxOutput: k.cfg.MaxOutputChars}
+	},
 }
 
-func runResearch(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
+// researcher starts research sub-runs; the run implements it, since a
+// sub-run spends the run's budget.
+type researcher interface {
+	// research runs the n-th sub-run of the run on question. refusal,
+	// when not empty, says why none could start (no budget left).
+	research(ctx context.Context, question string, n int) (out *Outcome, refusal string, err error)
+}
+
+// research delegates a question to a read-only sub-run, at most max times
+// per run.
+type research struct {
+	start     researcher // nil: no sub-runs (replay)
+	max       int
+	runs      int
+	maxOutput int
+}
+
+func (t *research) run(ctx context.Context, _ ToolCall, raw json.RawMessage) toolResult {
 	a, bad := args[struct {
 		Question string `json:"question"`
 	}](ToolResearch, raw)
@@ -44,62 +63,25 @@ func runResearch(ctx context.Context, s *runState, raw json.RawMessage) toolResu
 	if strings.TrimSpace(a.Question) == "" {
 		return formatError("research needs a non-empty question.")
 	}
-	cfg := s.a.cfg.SubAgents
-	if s.subRuns >= cfg.MaxPerRun {
-		return errorResult("this run has used all %d research sub-agents; investigate with view, grep and glob yourself.", cfg.MaxPerRun)
+	if t.start == nil {
+		return errorResult("research is not available in this run.")
 	}
-	lim := Limits{MaxTurns: cfg.MaxTurns, MaxFormatErrors: s.lim.formatErr}
-	if s.lim.costUSD > 0 {
-		if lim.MaxCostUSD = s.lim.costUSD - s.usage.CostUSD; lim.MaxCostUSD <= 0 {
-			return errorResult("no cost budget is left for a research sub-agent.")
-		}
+	if t.runs >= t.max {
+		return errorResult("this run has used all %d research sub-agents; investigate with view, grep and glob yourself.", t.max)
 	}
-	if s.lim.tokens > 0 {
-		if lim.MaxTokens = s.lim.tokens - s.usage.InputTokens - s.usage.OutputTokens; lim.MaxTokens <= 0 {
-			return errorResult("no token budget is left for a research sub-agent.")
-		}
+	out, refusal, err := t.start.research(ctx, a.Question, t.runs+1)
+	if refusal != "" {
+		return errorResult("%s", refusal)
 	}
-	if !s.deadline.IsZero() {
-		if lim.Timeout = time.Until(s.deadline); lim.Timeout <= 0 {
-			return errorResult("no time is left for a research sub-agent.")
-		}
-	}
-	s.subRuns++
-	s.emit(task.Event{Kind: task.EventPhase, Phase: "research", Text: "start"})
-	sub := &Run{
-		Task:      task.Task{ID: fmt.Sprintf("%s/research-%d", s.r.Task.ID, s.subRuns), Instruction: a.Question},
-		ModelName: s.r.ModelName,
-		Model:     s.r.Model,
-		Env:       s.r.Env,
-		EnvInfo:   s.envInfo,
-		Limits:    lim,
-		Mode:      ModePlan,
-		Verify:    VerifyNever,
-		Secrets:   s.r.Secrets,
-		// The parent's usage events cover the sub-run's model calls.
-		OnEvent: func(e task.Event) {
-			if e.Kind == task.EventUsage {
-				e.Turn, e.Seq = s.turn, 0
-				s.emit(e)
-			}
-		},
-		subAgent: true,
-	}
-	// Through an interface: a direct call would make the tool registry
-	// depend on itself at initialisation.
-	var runner interface {
-		Run(context.Context, *Run) (*Outcome, error)
-	} = s.a
-	out, err := runner.Run(ctx, sub)
+	t.runs++
 	if err != nil {
 		return errorResult("research: %v", err)
 	}
-	s.usage.InputTokens += out.Usage.InputTokens
-	s.usage.OutputTokens += out.Usage.OutputTokens
-	s.usage.CostUSD += out.Usage.CostUSD
-	s.usage.ModelCalls += out.Usage.ModelCalls
-	s.traj.write(Record{Kind: RecordUsage, Turn: s.turn, Note: "research sub-run", TotalUsage: &out.Usage, CostUSD: out.Usage.CostUSD, Duration: out.Duration})
-	s.emit(task.Event{Kind: task.EventPhase, Phase: "research", Text: "end: " + string(out.Reason)})
+	return researchResult(ctx, out, t.maxOutput)
+}
+
+// researchResult tells the model how a sub-run ended.
+func researchResult(ctx context.Context, out *Outcome, maxOutput int) toolResult {
 	switch out.Reason {
 	case StopFinished:
 		return toolResult{
@@ -113,9 +95,71 @@ func runResearch(ctx context.Context, s *runState, raw json.RawMessage) toolResu
 	}
 	msg := fmt.Sprintf("The research sub-agent stopped (%s) without a conclusion.", out.Reason)
 	if last := lastAssistantText(out.Messages); last != "" {
-		msg += " Its last words:\n" + capOutput(last, s.a.cfg.MaxOutputChars, 0)
+		msg += " Its last words:\n" + capOutput(last, maxOutput, 0)
 	}
 	return toolResult{output: msg, isError: true}
+}
+
+// research implements researcher: the sub-run gets what is left of the
+// run's cost, token and time budget, and its usage counts as the run's.
+func (s *runState) research(ctx context.Context, question string, n int) (*Outcome, string, error) {
+	lim, refusal := s.subRunLimits()
+	if refusal != "" {
+		return nil, refusal, nil
+	}
+	s.emit(task.Event{Kind: task.EventPhase, Phase: "research", Text: "start"})
+	sub := &Run{
+		Task:      task.Task{ID: fmt.Sprintf("%s/research-%d", s.r.Task.ID, n), Instruction: question},
+		ModelName: s.r.ModelName,
+		Model:     s.r.Model,
+		Env:       s.r.Env,
+		EnvInfo:   s.envInfo,
+		Limits:    lim,
+		Mode:      task.ModePlan,
+		Verify:    VerifyNever,
+		Secrets:   s.r.Secrets,
+		// The parent's usage events cover the sub-run's model calls.
+		OnEvent: func(e task.Event) {
+			if e.Kind == task.EventUsage {
+				e.Turn, e.Seq = s.turn, 0
+				s.emit(e)
+			}
+		},
+		subAgent: true,
+	}
+	out, err := s.a.Run(ctx, sub)
+	if err != nil {
+		return nil, "", err
+	}
+	s.usage.InputTokens += out.Usage.InputTokens
+	s.usage.OutputTokens += out.Usage.OutputTokens
+	s.usage.CostUSD += out.Usage.CostUSD
+	s.usage.ModelCalls += out.Usage.ModelCalls
+	s.traj.write(Record{Kind: RecordUsage, Turn: s.turn, Note: "research sub-run", TotalUsage: &out.Usage, CostUSD: out.Usage.CostUSD, Duration: out.Duration})
+	s.emit(task.Event{Kind: task.EventPhase, Phase: "research", Text: "end: " + string(out.Reason)})
+	return out, "", nil
+}
+
+// subRunLimits are a research sub-run's limits: its own turn cap and what
+// is left of the run's; refusal says which budget is spent.
+func (s *runState) subRunLimits() (Limits, string) {
+	lim := Limits{MaxTurns: s.a.cfg.SubAgents.MaxTurns, MaxFormatErrors: s.lim.formatErr}
+	if s.lim.costUSD > 0 {
+		if lim.MaxCostUSD = s.lim.costUSD - s.usage.CostUSD; lim.MaxCostUSD <= 0 {
+			return lim, "no cost budget is left for a research sub-agent."
+		}
+	}
+	if s.lim.tokens > 0 {
+		if lim.MaxTokens = s.lim.tokens - s.usage.InputTokens - s.usage.OutputTokens; lim.MaxTokens <= 0 {
+			return lim, "no token budget is left for a research sub-agent."
+		}
+	}
+	if !s.deadline.IsZero() {
+		if lim.Timeout = time.Until(s.deadline); lim.Timeout <= 0 {
+			return lim, "no time is left for a research sub-agent."
+		}
+	}
+	return lim, ""
 }
 
 // cmpErr returns the first non-nil error, or context.Canceled.

@@ -26,15 +26,15 @@ func TestResearchToolIsOptional(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		a       *agent.Agent
-		mode    agent.Mode
+		mode    task.Mode
 		allowed []string
 		want    bool
 	}{
-		{"off by default", off, agent.ModeNormal, nil, false},
-		{"enabled", on, agent.ModeNormal, nil, true},
-		{"allowlisted", off, agent.ModeNormal, []string{"view", "research"}, true},
-		{"enabled but not allowlisted", on, agent.ModeNormal, []string{"view"}, false},
-		{"never in plan mode", on, agent.ModePlan, nil, false},
+		{"off by default", off, task.ModeNormal, nil, false},
+		{"enabled", on, task.ModeNormal, nil, true},
+		{"allowlisted", off, task.ModeNormal, []string{"view", "research"}, true},
+		{"enabled but not allowlisted", on, task.ModeNormal, []string{"view"}, false},
+		{"never in plan mode", on, task.ModePlan, nil, false},
 	} {
 		specs, err := tc.a.Tools(tc.mode, tc.allowed)
 		if err != nil {

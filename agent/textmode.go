@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -52,7 +53,7 @@ func textFormatError(found int) string {
 // TextObservation renders a command result as the text protocol's
 // observation: <returncode> and <output>, or, when the output is longer
 // than maxChars, a warning with its head and tail.
-func TextObservation(res ExecResult, timeout time.Duration, maxChars int) string {
+func TextObservation(res sandbox.ExecResult, timeout time.Duration, maxChars int) string {
 	out := string(res.Output)
 	var b strings.Builder
 	if res.TimedOut {
@@ -90,16 +91,7 @@ func (s *runState) textTurn(parent, ctx context.Context, resp ModelResponse) *en
 	s.formatErrs = 0
 	argText, _ := json.Marshal(map[string]string{"command": actions[0]})
 	call := ToolCall{ID: fmt.Sprintf("text_%d", s.turn), Name: ToolBash, Arguments: string(argText)}
-	s.emit(task.Event{Kind: task.EventToolCall, Tool: ToolBash, Text: actions[0]})
-	s.traj.call(s.turn, call)
-	start := time.Now()
-	s.call = call
-	res := runBash(ctx, s, json.RawMessage(argText))
-	s.usage.ToolCalls++
-	if res.raw == "" {
-		res.raw = res.output
-	}
-	s.traj.result(s.turn, call, &res, time.Since(start))
+	res := s.runCall(ctx, call, actions[0])
 	switch {
 	case res.fatal != nil:
 		s.appendMsg(Message{Role: RoleUser, Content: "The command was interrupted."})

@@ -7,6 +7,8 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/task"
 )
 
 func TestParseTextActions(t *testing.T) {
@@ -51,11 +53,11 @@ func TestTextCompletion(t *testing.T) {
 }
 
 func TestTextObservation(t *testing.T) {
-	got := agent.TextObservation(agent.ExecResult{ExitCode: 1, Output: []byte("boom\n")}, 0, 100)
+	got := agent.TextObservation(sandbox.ExecResult{ExitCode: 1, Output: []byte("boom\n")}, 0, 100)
 	if got != "<returncode>1</returncode>\n<output>\nboom\n</output>" {
 		t.Errorf("short = %q", got)
 	}
-	long := agent.TextObservation(agent.ExecResult{Output: []byte("H" + strings.Repeat("x", 300) + "T")}, 0, 100)
+	long := agent.TextObservation(sandbox.ExecResult{Output: []byte("H" + strings.Repeat("x", 300) + "T")}, 0, 100)
 	for _, want := range []string{"<warning>", "too long", "<output_head>\nH", "<elided_chars>\n202 characters elided", "T\n</output_tail>"} {
 		if !strings.Contains(long, want) {
 			t.Errorf("long lacks %q:\n%s", want, long)
@@ -65,8 +67,8 @@ func TestTextObservation(t *testing.T) {
 
 func TestTextProtocolRun(t *testing.T) {
 	env := memenv.New(map[string]string{"a.txt": "hello\n"})
-	env.Handle("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
-		return agent.ExecResult{Output: []byte("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\nthe diff\n")}, nil
+	env.Handle("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		return sandbox.ExecResult{Output: []byte("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\nthe diff\n")}, nil
 	})
 	r, m := newRun(env,
 		text("THOUGHT: read it\n\n```bash\ncat a.txt\n```"),
@@ -74,7 +76,7 @@ func TestTextProtocolRun(t *testing.T) {
 		text("```bash\na\n```\n```bash\nb\n```"),
 		text("THOUGHT: submit\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached\n```"),
 	)
-	r.Protocol = agent.ProtocolText
+	r.Protocol = task.ProtocolText
 	r.Task.TestCommand = ""
 	out, err := agent.New(agent.Config{}).Run(context.Background(), r)
 	if err != nil {
@@ -103,7 +105,7 @@ func TestTextProtocolRun(t *testing.T) {
 
 func TestTextProtocolFormatErrorsEndTheRun(t *testing.T) {
 	r, _ := newRun(memenv.New(nil), text("no block"), text("```sh\nls\n```"), text("still none"), text("```bash\nls\n```"))
-	r.Protocol = agent.ProtocolText
+	r.Protocol = task.ProtocolText
 	out, _ := agent.New(agent.Config{}).Run(context.Background(), r)
 	if out.Reason != agent.StopFormatErrors {
 		t.Errorf("reason = %s", out.Reason)
@@ -113,12 +115,12 @@ func TestTextProtocolFormatErrorsEndTheRun(t *testing.T) {
 func TestTextProtocolVerifiesOnSubmit(t *testing.T) {
 	env := memenv.New(nil)
 	fixed := false
-	env.Handle("fix", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
+	env.Handle("fix", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		fixed = true
-		return agent.ExecResult{}, nil
+		return sandbox.ExecResult{}, nil
 	})
-	env.Handle("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
-		return agent.ExecResult{Output: []byte("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n")}, nil
+	env.Handle("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		return sandbox.ExecResult{Output: []byte("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n")}, nil
 	})
 	testCommand(env, "go test ./...", func() (int, string) {
 		if fixed {
@@ -128,7 +130,7 @@ func TestTextProtocolVerifiesOnSubmit(t *testing.T) {
 	})
 	submit := text("```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```")
 	r, m := newRun(env, submit, text("```bash\nfix\n```"), submit)
-	r.Protocol = agent.ProtocolText
+	r.Protocol = task.ProtocolText
 	out, _ := agent.New(agent.Config{}).Run(context.Background(), r)
 	if out.Reason != agent.StopFinished || out.LastTestRun == nil || !out.LastTestRun.Passed {
 		t.Fatalf("reason %s, last test %+v", out.Reason, out.LastTestRun)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 // execOutputCap is what the agent asks the environment to return of a
@@ -16,7 +18,7 @@ const execOutputCap = 1 << 20
 // displayChars caps what people are shown of a long tool output.
 const displayChars = 2000
 
-var bashTool = &tool{
+var bashTool = &toolDef{
 	name: ToolBash,
 	desc: "Run a shell command (bash -c) in the workspace and return its exit code and combined stdout and stderr. Each call is a fresh shell: cd and exported variables do not persist. Long output keeps its head and tail; narrow the command (grep, head, tail) when it is cut. The sandbox has no network unless the task allows it.",
 	params: `{"type":"object","properties":{` +
@@ -24,10 +26,21 @@ var bashTool = &tool{
 		`"timeout_s":{"type":"number","description":"timeout in seconds (default 120)"}},` +
 		`"required":["command"]}`,
 	required: []string{"command"},
-	run:      runBash,
+	bind: func(k *toolKit) tool {
+		return &bash{exec: k.env, approve: k.approve, timeout: k.cfg.CommandTimeout, maxTimeout: k.cfg.MaxCommandTimeout, maxOutput: k.cfg.MaxOutputChars}
+	},
 }
 
-func runBash(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
+// bash runs shell commands in the workspace.
+type bash struct {
+	exec       sandbox.Execer
+	approve    approveFunc // nil: nobody asked
+	timeout    time.Duration
+	maxTimeout time.Duration
+	maxOutput  int
+}
+
+func (t *bash) run(ctx context.Context, call ToolCall, raw json.RawMessage) toolResult {
 	a, bad := args[struct {
 		Command  string  `json:"command"`
 		TimeoutS float64 `json:"timeout_s"`
@@ -38,22 +51,24 @@ func runBash(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if strings.TrimSpace(a.Command) == "" {
 		return formatError("bash needs a non-empty command.")
 	}
-	timeout := s.a.cfg.CommandTimeout
+	timeout := t.timeout
 	if a.TimeoutS > 0 {
-		timeout = min(time.Duration(a.TimeoutS*float64(time.Second)), s.a.cfg.MaxCommandTimeout)
+		timeout = min(time.Duration(a.TimeoutS*float64(time.Second)), t.maxTimeout)
 	}
-	if r := s.approve(ctx, ApprovalRequest{Call: s.call, Command: a.Command}); r != nil {
-		return *r
+	if t.approve != nil {
+		if r := t.approve(ctx, ApprovalRequest{Call: call, Command: a.Command}); r != nil {
+			return *r
+		}
 	}
-	res, err := s.r.Env.Exec(ctx, ExecRequest{Command: a.Command, Timeout: timeout, MaxOutput: execOutputCap})
+	res, err := t.exec.Exec(ctx, sandbox.ExecRequest{Command: a.Command, Timeout: timeout, MaxOutput: execOutputCap})
 	if err != nil {
 		if ctx.Err() != nil {
-			return toolResult{fatal: ctx.Err(), output: "Error: interrupted", isError: true}
+			return interrupted(ctx)
 		}
 		return toolResult{fatal: fmt.Errorf("exec: %w", errors.Join(ErrEnvFailed, err)), output: "Error: the environment failed", isError: true}
 	}
 	return toolResult{
-		output:   formatExec(res, timeout, s.a.cfg.MaxOutputChars),
+		output:   formatExec(res, timeout, t.maxOutput),
 		display:  formatExec(res, timeout, displayChars),
 		isError:  res.ExitCode != 0 || res.TimedOut,
 		mayWrite: true,
@@ -65,7 +80,7 @@ func runBash(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 // formatExec renders a command result for the model: a status line with
 // the exit code and, on failure, the error class, then the output verbatim
 // (head and tail kept).
-func formatExec(res ExecResult, timeout time.Duration, maxChars int) string {
+func formatExec(res sandbox.ExecResult, timeout time.Duration, maxChars int) string {
 	var b strings.Builder
 	switch {
 	case res.TimedOut:
@@ -83,7 +98,7 @@ func formatExec(res ExecResult, timeout time.Duration, maxChars int) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
-var finishTool = &tool{
+var finishTool = &toolDef{
 	name: ToolFinish,
 	desc: "End the task. Call it once the work is done (and checked), with a short summary of what you changed and why. If the task's tests still fail you will be told and may continue.",
 	params: `{"type":"object","properties":{` +
@@ -91,10 +106,14 @@ var finishTool = &tool{
 		`"required":["summary"]}`,
 	required: []string{"summary"},
 	readOnly: true,
-	run:      runFinish,
+	bind:     func(*toolKit) tool { return finish{} },
 }
 
-func runFinish(_ context.Context, _ *runState, raw json.RawMessage) toolResult {
+// finish ends the task with the model's summary; the loop decides whether
+// it may (verification, the plan phase).
+type finish struct{}
+
+func (finish) run(_ context.Context, _ ToolCall, raw json.RawMessage) toolResult {
 	a, bad := args[struct {
 		Summary string `json:"summary"`
 	}](ToolFinish, raw)

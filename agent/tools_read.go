@@ -3,14 +3,13 @@ package agent
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 const (
@@ -20,7 +19,7 @@ const (
 	maxGrepMatches   = 200
 )
 
-var viewTool = &tool{
+var viewTool = &toolDef{
 	name: ToolView,
 	desc: "View a file with line numbers (cat -n style). Marks the file as read, which edit, write, patch and search_replace require. Use offset and limit for a slice of a long file.",
 	params: `{"type":"object","properties":{` +
@@ -30,10 +29,19 @@ var viewTool = &tool{
 		`"required":["path"]}`,
 	required: []string{"path"},
 	readOnly: true,
-	run:      runView,
+	bind: func(k *toolKit) tool {
+		return &view{files: k.env, seen: k.seen, maxOutput: k.cfg.MaxOutputChars}
+	},
 }
 
-func runView(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
+// view shows a file with line numbers and marks it read.
+type view struct {
+	files     sandbox.Files
+	seen      *readTracker
+	maxOutput int
+}
+
+func (t *view) run(ctx context.Context, _ ToolCall, raw json.RawMessage) toolResult {
 	a, bad := args[struct {
 		Path   string `json:"path"`
 		Offset int    `json:"offset"`
@@ -46,30 +54,35 @@ func runView(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if err != nil {
 		return errorResult("%v", err)
 	}
-	data, err := s.r.Env.ReadFile(ctx, p)
+	data, err := t.files.ReadFile(ctx, p)
 	if err != nil {
-		return s.envFailure(ctx, "view "+p, err)
+		return envFailure(ctx, "view "+p, err)
 	}
-	s.markSeen(p, data)
+	t.seen.saw(p, data)
 	if bytes.IndexByte(data, 0) >= 0 {
 		return toolResult{output: fmt.Sprintf("%s is a binary file (%d bytes); it cannot be shown as text.", p, len(data))}
 	}
 	if len(data) == 0 {
 		return toolResult{output: fmt.Sprintf("%s is empty.", p)}
 	}
+	return numberLines(p, data, a.Offset, a.Limit, t.maxOutput)
+}
+
+// numberLines shows limit lines of the file p from offset (1-based; 0
+// means the first line and the default count), cat -n style, within
+// budget bytes, with a line saying how to see more.
+func numberLines(p string, data []byte, offset, limit, budget int) toolResult {
 	lines := strings.SplitAfter(string(data), "\n")
 	if lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
-	start := max(a.Offset, 1)
+	start := max(offset, 1)
 	if start > len(lines) {
 		return errorResult("offset %d is past the end of %s, which has %d lines.", start, p, len(lines))
 	}
-	limit := a.Limit
 	if limit <= 0 {
 		limit = defaultViewLimit
 	}
-	budget := s.a.cfg.MaxOutputChars
 	b := make([]byte, 0, min(len(data)+8*len(lines), budget+maxLineChars+64))
 	end := start - 1
 	for i := start - 1; i < len(lines) && i < start-1+limit; i++ {
@@ -95,16 +108,21 @@ func runView(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	return toolResult{output: strings.TrimRight(string(b), "\n"), display: fmt.Sprintf("viewed %s: lines %d-%d of %d", p, start, end, len(lines))}
 }
 
-var lsTool = &tool{
+var lsTool = &toolDef{
 	name: ToolLs,
 	desc: "List a directory of the workspace (directories end with /). Ignores .git.",
 	params: `{"type":"object","properties":{` +
 		`"path":{"type":"string","description":"directory, relative to the workspace (default: the root)"}}}`,
 	readOnly: true,
-	run:      runLs,
+	bind:     func(k *toolKit) tool { return &ls{files: k.env} },
 }
 
-func runLs(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
+// ls lists a directory.
+type ls struct {
+	files sandbox.Files
+}
+
+func (t *ls) run(ctx context.Context, _ ToolCall, raw json.RawMessage) toolResult {
 	a, bad := args[struct {
 		Path string `json:"path"`
 	}](ToolLs, raw)
@@ -115,14 +133,14 @@ func runLs(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if err != nil {
 		return errorResult("%v", err)
 	}
-	return runLsPath(ctx, s, p)
+	return t.list(ctx, p)
 }
 
-// runLsPath lists one clean workspace path.
-func runLsPath(ctx context.Context, s *runState, p string) toolResult {
-	infos, err := s.r.Env.ListDir(ctx, p)
+// list lists one clean workspace path.
+func (t *ls) list(ctx context.Context, p string) toolResult {
+	infos, err := t.files.ListDir(ctx, p)
 	if err != nil {
-		return s.envFailure(ctx, "ls "+p, err)
+		return envFailure(ctx, "ls "+p, err)
 	}
 	var b strings.Builder
 	n := 0
@@ -151,7 +169,7 @@ func runLsPath(ctx context.Context, s *runState, p string) toolResult {
 	return toolResult{output: strings.TrimRight(b.String(), "\n"), display: fmt.Sprintf("listed %s: %d entries", p, len(infos))}
 }
 
-var globTool = &tool{
+var globTool = &toolDef{
 	name: ToolGlob,
 	desc: "Find files whose path matches a glob pattern (** matches any depth, e.g. **/*_test.go). Paths are relative to the workspace; .git is skipped.",
 	params: `{"type":"object","properties":{` +
@@ -160,10 +178,15 @@ var globTool = &tool{
 		`"required":["pattern"]}`,
 	required: []string{"pattern"},
 	readOnly: true,
-	run:      runGlob,
+	bind:     func(k *toolKit) tool { return &glob{search: k.env} },
 }
 
-func runGlob(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
+// glob finds files by path pattern.
+type glob struct {
+	search sandbox.Searcher
+}
+
+func (t *glob) run(ctx context.Context, _ ToolCall, raw json.RawMessage) toolResult {
 	a, bad := args[struct {
 		Pattern string `json:"pattern"`
 		Path    string `json:"path"`
@@ -175,9 +198,9 @@ func runGlob(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if err != nil {
 		return errorResult("%v", err)
 	}
-	paths, err := s.r.Env.Glob(ctx, a.Pattern, dir)
+	paths, err := t.search.Glob(ctx, a.Pattern, dir)
 	if err != nil {
-		return s.envFailure(ctx, "glob "+a.Pattern, err)
+		return envFailure(ctx, "glob "+a.Pattern, err)
 	}
 	if len(paths) == 0 {
 		return toolResult{output: "No files match " + a.Pattern + "."}
@@ -194,7 +217,7 @@ func runGlob(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	return toolResult{output: out, display: fmt.Sprintf("glob %s: %d paths", a.Pattern, len(paths)+more)}
 }
 
-var grepTool = &tool{
+var grepTool = &toolDef{
 	name: ToolGrep,
 	desc: "Search file contents for a regular expression (RE2 syntax). Prints path:line:text. Skips .git.",
 	params: `{"type":"object","properties":{` +
@@ -204,10 +227,16 @@ var grepTool = &tool{
 		`"required":["pattern"]}`,
 	required: []string{"pattern"},
 	readOnly: true,
-	run:      runGrep,
+	bind:     func(k *toolKit) tool { return &grep{search: k.env, maxOutput: k.cfg.MaxOutputChars} },
 }
 
-func runGrep(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
+// grep searches file contents for a regular expression.
+type grep struct {
+	search    sandbox.Searcher
+	maxOutput int
+}
+
+func (t *grep) run(ctx context.Context, _ ToolCall, raw json.RawMessage) toolResult {
 	a, bad := args[struct {
 		Pattern string `json:"pattern"`
 		Path    string `json:"path"`
@@ -223,9 +252,9 @@ func runGrep(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if err != nil {
 		return errorResult("%v", err)
 	}
-	matches, err := s.r.Env.Grep(ctx, GrepRequest{Pattern: a.Pattern, Path: p, Include: a.Include, MaxMatches: maxGrepMatches})
+	matches, err := t.search.Grep(ctx, sandbox.GrepRequest{Pattern: a.Pattern, Path: p, Include: a.Include, MaxMatches: maxGrepMatches})
 	if err != nil {
-		return s.envFailure(ctx, "grep "+a.Pattern, err)
+		return envFailure(ctx, "grep "+a.Pattern, err)
 	}
 	if len(matches) == 0 {
 		return toolResult{output: "No matches for " + strconv.Quote(a.Pattern) + "."}
@@ -247,44 +276,7 @@ func runGrep(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if len(matches) >= maxGrepMatches {
 		fmt.Fprintf(&b, "[stopped at %d matches: narrow the pattern, the path or include]\n", maxGrepMatches)
 	}
-	return toolResult{output: capOutput(strings.TrimRight(b.String(), "\n"), s.a.cfg.MaxOutputChars, 0), display: fmt.Sprintf("grep %s: %d matches", a.Pattern, len(matches))}
-}
-
-// envFailure turns an Env error into a tool result: cancellation and
-// infrastructure failures end the run, anything else is told to the model.
-func (s *runState) envFailure(ctx context.Context, op string, err error) toolResult {
-	switch {
-	case ctx.Err() != nil:
-		return toolResult{fatal: ctx.Err(), output: "Error: interrupted", isError: true}
-	case errors.Is(err, ErrEnvFailed):
-		return toolResult{fatal: fmt.Errorf("%s: %w", op, err), output: "Error: the environment failed", isError: true}
-	case errors.Is(err, fs.ErrNotExist):
-		return errorResult("%s: no such file or directory.", op)
-	case errors.Is(err, fs.ErrPermission):
-		return errorResult("%s: permission denied.", op)
-	}
-	return errorResult("%s: %v", op, err)
-}
-
-// contentHash identifies a file's content for stale detection.
-func contentHash(b []byte) [32]byte { return sha256.Sum256(b) }
-
-// markSeen records that the model has seen path with this content.
-func (s *runState) markSeen(path string, data []byte) { s.seen[path] = contentHash(data) }
-
-// checkFresh refuses a write to an existing file the model has not viewed,
-// or that changed since it did.
-func (s *runState) checkFresh(path string, current []byte) *toolResult {
-	h, ok := s.seen[path]
-	if !ok {
-		r := errorResult("%s has not been read in this session. View it first (view %s), then edit.", path, path)
-		return &r
-	}
-	if h != contentHash(current) {
-		r := errorResult("%s has changed since you last viewed it (by a command, a rollback or another edit). View it again before editing.", path)
-		return &r
-	}
-	return nil
+	return toolResult{output: capOutput(strings.TrimRight(b.String(), "\n"), t.maxOutput, 0), display: fmt.Sprintf("grep %s: %d matches", a.Pattern, len(matches))}
 }
 
 // appendLineNumber appends n right-aligned in six columns and a tab, as

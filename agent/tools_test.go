@@ -7,6 +7,7 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 // runTools runs one reply per call (then finish) and returns the outcome
@@ -282,8 +283,8 @@ func TestFileHistoryKeepsEveryVersion(t *testing.T) {
 func TestBashOutputKeepsHeadAndTail(t *testing.T) {
 	env := memenv.New(nil)
 	big := "HEAD" + strings.Repeat("x", 50_000) + "TAIL"
-	env.Handle("big", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
-		return agent.ExecResult{Output: []byte(big)}, nil
+	env.Handle("big", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		return sandbox.ExecResult{Output: []byte(big)}, nil
 	})
 	_, res := runTools(t, env, call("bash", map[string]any{"command": "big"}))
 	got := res[0]

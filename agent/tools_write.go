@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,13 +10,11 @@ import (
 	"strings"
 
 	"github.com/wrenchworks/wrench/agent/editformat"
+	"github.com/wrenchworks/wrench/diff"
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
-// maxPatchFuzz is the loosest context match a patch may use: whitespace
-// differences pass, typographic punctuation does not.
-const maxPatchFuzz = editformat.FuzzWhitespace
-
-var editTool = &tool{
+var editTool = &toolDef{
 	name: ToolEdit,
 	desc: "Edit one file. Replace: old_string must occur exactly once in the file (include enough surrounding lines to make it unique) and is replaced by new_string. Create: empty old_string and the full content as new_string; the file must not exist. Delete text: empty new_string. The file must have been viewed and not changed since. Returns a unified diff.",
 	params: `{"type":"object","properties":{` +
@@ -26,10 +23,13 @@ var editTool = &tool{
 		`"new_string":{"type":"string","description":"replacement text; empty to delete old_string"}},` +
 		`"required":["path","old_string","new_string"]}`,
 	required: []string{"path", "old_string", "new_string"},
-	run:      runEdit,
+	bind:     func(k *toolKit) tool { return &edit{newFileWriter(k)} },
 }
 
-func runEdit(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
+// edit replaces one exact string in a file, or creates a file.
+type edit struct{ w *fileWriter }
+
+func (t *edit) run(ctx context.Context, call ToolCall, raw json.RawMessage) toolResult {
 	a, bad := args[struct {
 		Path string `json:"path"`
 		Old  string `json:"old_string"`
@@ -38,7 +38,7 @@ func runEdit(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 	if bad != nil {
 		return *bad
 	}
-	p, before, exists, fail := s.openForWrite(ctx, a.Path, false)
+	p, before, exists, fail := t.w.open(ctx, a.Path, false)
 	if fail != nil {
 		return *fail
 	}
@@ -46,12 +46,12 @@ func runEdit(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 		if exists {
 			return errorResult("%s already exists. To change it, view it and give the text to replace as old_string; to overwrite it whole, use write.", p)
 		}
-		return s.writeFile(ctx, ToolEdit, p, nil, []byte(a.New))
+		return t.w.write(ctx, call, p, nil, []byte(a.New))
 	}
 	if !exists {
 		return errorResult("%s does not exist. To create it, call edit with an empty old_string and the content as new_string.", p)
 	}
-	if r := s.checkFresh(p, before); r != nil {
+	if r := t.w.seen.check(p, before); r != nil {
 		return *r
 	}
 	if a.Old == a.New {
@@ -65,10 +65,10 @@ func runEdit(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
 		}
 		return errorResult("edit %s: %v", p, err)
 	}
-	return s.writeFile(ctx, ToolEdit, p, before, after)
+	return t.w.write(ctx, call, p, before, after)
 }
 
-var writeTool = &tool{
+var writeTool = &toolDef{
 	name: ToolWrite,
 	desc: "Write a whole file, creating it (and its directories) or replacing its content. An existing file must have been viewed and not changed since. Returns a unified diff; nothing is written when the content is unchanged.",
 	params: `{"type":"object","properties":{` +
@@ -76,10 +76,13 @@ var writeTool = &tool{
 		`"content":{"type":"string","description":"the complete new content"}},` +
 		`"required":["path","content"]}`,
 	required: []string{"path", "content"},
-	run:      runWrite,
+	bind:     func(k *toolKit) tool { return &write{newFileWriter(k)} },
 }
 
-func runWrite(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
+// write replaces a whole file, or creates one.
+type write struct{ w *fileWriter }
+
+func (t *write) run(ctx context.Context, call ToolCall, raw json.RawMessage) toolResult {
 	a, bad := args[struct {
 		Path    string `json:"path"`
 		Content string `json:"content"`
@@ -87,201 +90,17 @@ func runWrite(ctx context.Context, s *runState, raw json.RawMessage) toolResult 
 	if bad != nil {
 		return *bad
 	}
-	p, before, exists, fail := s.openForWrite(ctx, a.Path, true)
+	p, before, exists, fail := t.w.open(ctx, a.Path, true)
 	if fail != nil {
 		return *fail
 	}
 	if exists && bytes.Equal(before, []byte(a.Content)) {
 		return toolResult{output: fmt.Sprintf("No change: %s already has this content.", p)}
 	}
-	return s.writeFile(ctx, ToolWrite, p, before, []byte(a.Content))
+	return t.w.write(ctx, call, p, before, []byte(a.Content))
 }
 
-var patchTool = &tool{
-	name: ToolPatch,
-	desc: "Apply a multi-file patch in the apply_patch format: *** Begin Patch, then *** Add File: path (lines prefixed +), *** Update File: path (optional *** Move to: path, then @@ chunks of ' ' context, '-' removed and '+' added lines), *** Delete File: path, and *** End Patch. Files updated or deleted must have been viewed and not changed since; added files must not exist. All or nothing. Returns unified diffs.",
-	params: `{"type":"object","properties":{` +
-		`"patch_text":{"type":"string","description":"the whole patch, from *** Begin Patch to *** End Patch"}},` +
-		`"required":["patch_text"]}`,
-	required: []string{"patch_text"},
-	run:      runPatch,
-}
-
-func runPatch(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
-	a, bad := args[struct {
-		Text string `json:"patch_text"`
-	}](ToolPatch, raw)
-	if bad != nil {
-		return *bad
-	}
-	var fatal error
-	read := func(name string) ([]byte, error) {
-		p, err := cleanPath(name)
-		if err != nil {
-			return nil, err
-		}
-		b, err := s.r.Env.ReadFile(ctx, p)
-		if err == nil {
-			return b, nil
-		}
-		if ctx.Err() != nil || errors.Is(err, ErrEnvFailed) {
-			fatal = err
-			return nil, err
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			if fi, serr := s.r.Env.Stat(ctx, p); serr == nil && fi.IsDir {
-				return nil, fmt.Errorf("%s: %w", p, editformat.ErrIsDir)
-			}
-		}
-		return nil, err
-	}
-	changes, err := editformat.ApplyPatch(a.Text, read, editformat.PatchOptions{MaxFuzz: maxPatchFuzz})
-	if fatal != nil {
-		return s.envFailure(ctx, "patch", fatal)
-	}
-	if err != nil {
-		return errorResult("%v. Nothing was changed.", err)
-	}
-	if len(changes) == 0 {
-		return errorResult("the patch changes nothing.")
-	}
-	// Read-before-edit for every existing file the patch touches (its
-	// first change holds the content on disk).
-	checked := map[string]bool{}
-	for _, c := range changes {
-		src := c.Path
-		if c.From != "" {
-			src = c.From
-		}
-		p, err := cleanPath(src)
-		if err != nil {
-			return errorResult("%v", err)
-		}
-		if checked[p] {
-			continue
-		}
-		checked[p] = true
-		if c.Before == nil {
-			continue
-		}
-		if r := s.checkFresh(p, c.Before); r != nil {
-			r.output += " Nothing was changed."
-			return *r
-		}
-	}
-	if s.r.Approval == ApproveConfirm {
-		req := ApprovalRequest{Call: s.call}
-		var all strings.Builder
-		for _, c := range changes {
-			d, _, _ := editformat.UnifiedDiff(cmp.Or(c.Path, c.From), c.Before, c.After)
-			req.Paths = append(req.Paths, changeName(cmp.Or(c.From, c.Path), c.Path))
-			all.WriteString(d)
-		}
-		req.Diff = all.String()
-		if r := s.approve(ctx, req); r != nil {
-			return *r
-		}
-	}
-	var out strings.Builder
-	var changed []string
-	for i, c := range changes {
-		dst, err := cleanPath(c.Path)
-		if err != nil {
-			return errorResult("%v", err)
-		}
-		src := dst
-		if c.From != "" {
-			if src, err = cleanPath(c.From); err != nil {
-				return errorResult("%v", err)
-			}
-		}
-		if err := s.applyChange(ctx, src, dst, c.After); err != nil {
-			s.undoChanges(ctx, changes[:i])
-			return s.envFailure(ctx, "patch "+dst, err)
-		}
-		changed = append(changed, dst)
-		if src != dst {
-			changed = append(changed, src)
-			s.recordWrite(src, ToolPatch, c.Before, nil)
-			s.recordWrite(dst, ToolPatch, nil, c.After)
-		} else {
-			s.recordWrite(dst, ToolPatch, c.Before, c.After)
-		}
-		if c.After != nil {
-			s.markSeen(dst, c.After)
-		} else {
-			delete(s.seen, dst)
-		}
-		if src != dst {
-			delete(s.seen, src)
-		}
-		diff, added, removed := editformat.UnifiedDiff(dst, c.Before, c.After)
-		fmt.Fprintf(&out, "%s %s: +%d -%d", changeVerb(c.Before, c.After, src != dst), changeName(src, dst), added, removed)
-		if c.Fuzz > editformat.FuzzExact {
-			out.WriteString(" (context matched ignoring whitespace)")
-		}
-		out.WriteString("\n")
-		out.WriteString(diff)
-		if !strings.HasSuffix(diff, "\n") {
-			out.WriteString("\n")
-		}
-	}
-	return toolResult{output: capOutput(strings.TrimRight(out.String(), "\n"), s.a.cfg.MaxOutputChars, 0), changed: changed}
-}
-
-func changeVerb(before, after []byte, moved bool) string {
-	switch {
-	case moved:
-		return "Moved"
-	case before == nil:
-		return "Created"
-	case after == nil:
-		return "Deleted"
-	}
-	return "Updated"
-}
-
-func changeName(src, dst string) string {
-	if src == dst {
-		return dst
-	}
-	return src + " -> " + dst
-}
-
-// applyChange writes (or, with nil after, deletes) dst and removes src
-// when the change is a move.
-func (s *runState) applyChange(ctx context.Context, src, dst string, after []byte) error {
-	if after == nil {
-		return s.r.Env.Remove(ctx, dst)
-	}
-	if err := s.r.Env.WriteFile(ctx, dst, after, 0); err != nil {
-		return err
-	}
-	if src != dst {
-		return s.r.Env.Remove(ctx, src)
-	}
-	return nil
-}
-
-// undoChanges puts back what a failed patch already wrote, best effort.
-func (s *runState) undoChanges(ctx context.Context, done []editformat.Change) {
-	for i := len(done) - 1; i >= 0; i-- {
-		c := done[i]
-		dst, _ := cleanPath(c.Path)
-		src := dst
-		if c.From != "" {
-			src, _ = cleanPath(c.From)
-		}
-		if c.Before != nil {
-			_ = s.r.Env.WriteFile(ctx, src, c.Before, 0)
-		}
-		if c.Before == nil || src != dst {
-			_ = s.r.Env.Remove(ctx, dst)
-		}
-	}
-}
-
-var searchReplaceTool = &tool{
+var searchReplaceTool = &toolDef{
 	name: ToolSearchReplace,
 	desc: "Edit one file with one or more SEARCH/REPLACE blocks, applied in order:\n------- SEARCH\n[exact lines to find]\n=======\n[replacement lines]\n+++++++ REPLACE\nSEARCH must copy the file's lines exactly (whitespace included) with enough context to be unique. An empty SEARCH replaces the whole file (or creates it); an empty REPLACE deletes. An existing file must have been viewed and not changed since. Returns a unified diff.",
 	params: `{"type":"object","properties":{` +
@@ -289,10 +108,13 @@ var searchReplaceTool = &tool{
 		`"diff":{"type":"string","description":"one or more SEARCH/REPLACE blocks"}},` +
 		`"required":["path","diff"]}`,
 	required: []string{"path", "diff"},
-	run:      runSearchReplace,
+	bind:     func(k *toolKit) tool { return &searchReplace{newFileWriter(k)} },
 }
 
-func runSearchReplace(ctx context.Context, s *runState, raw json.RawMessage) toolResult {
+// searchReplace applies SEARCH/REPLACE blocks to one file.
+type searchReplace struct{ w *fileWriter }
+
+func (t *searchReplace) run(ctx context.Context, call ToolCall, raw json.RawMessage) toolResult {
 	a, bad := args[struct {
 		Path string `json:"path"`
 		Diff string `json:"diff"`
@@ -300,7 +122,7 @@ func runSearchReplace(ctx context.Context, s *runState, raw json.RawMessage) too
 	if bad != nil {
 		return *bad
 	}
-	p, before, exists, fail := s.openForWrite(ctx, a.Path, true)
+	p, before, exists, fail := t.w.open(ctx, a.Path, true)
 	if fail != nil {
 		return *fail
 	}
@@ -311,7 +133,7 @@ func runSearchReplace(ctx context.Context, s *runState, raw json.RawMessage) too
 	if exists && bytes.Equal(before, after) {
 		return toolResult{output: fmt.Sprintf("No change: the blocks leave %s as it was.", p)}
 	}
-	r := s.writeFile(ctx, ToolSearchReplace, p, before, after)
+	r := t.w.write(ctx, call, p, before, after)
 	if note := matchNote(infos); note != "" && !r.isError {
 		r.output = note + "\n" + r.output
 	}
@@ -333,20 +155,32 @@ func matchNote(infos []editformat.MatchInfo) string {
 	return "Note: " + strings.Join(loose, "; ") + " (not exactly): check the diff."
 }
 
-// openForWrite resolves a write tool's path and reads the file; a missing
-// file is not an error. With fresh, an existing file must pass
-// read-before-edit (checkFresh).
-func (s *runState) openForWrite(ctx context.Context, raw string, fresh bool) (p string, data []byte, exists bool, fail *toolResult) {
+// fileWriter is what the write tools share: the files, the read tracker
+// (read-before-edit), the approver and the output cap.
+type fileWriter struct {
+	files     sandbox.Files
+	seen      *readTracker
+	approve   approveFunc // nil: nobody asked
+	maxOutput int
+}
+
+func newFileWriter(k *toolKit) *fileWriter {
+	return &fileWriter{files: k.env, seen: k.seen, approve: k.approve, maxOutput: k.cfg.MaxOutputChars}
+}
+
+// open resolves a write tool's path and reads the file; a missing file is
+// not an error. With fresh, an existing file must pass read-before-edit.
+func (w *fileWriter) open(ctx context.Context, raw string, fresh bool) (p string, data []byte, exists bool, fail *toolResult) {
 	p, err := cleanPath(raw)
 	if err != nil {
 		r := errorResult("%v", err)
 		return "", nil, false, &r
 	}
-	b, err := s.r.Env.ReadFile(ctx, p)
+	b, err := w.files.ReadFile(ctx, p)
 	switch {
 	case err == nil:
 		if fresh {
-			if r := s.checkFresh(p, b); r != nil {
+			if r := w.seen.check(p, b); r != nil {
 				return p, nil, false, r
 			}
 		}
@@ -354,34 +188,33 @@ func (s *runState) openForWrite(ctx context.Context, raw string, fresh bool) (p 
 	case errors.Is(err, fs.ErrNotExist) && ctx.Err() == nil:
 		return p, nil, false, nil
 	}
-	r := s.envFailure(ctx, "read "+p, err)
+	r := envFailure(ctx, "read "+p, err)
 	return p, nil, false, &r
 }
 
-// writeFile writes after (nil before = a new file), records the version,
-// marks the file seen, and reports a unified diff.
-func (s *runState) writeFile(ctx context.Context, toolName, p string, before, after []byte) toolResult {
+// write writes after (nil before: a new file) once approved, marks the
+// file seen, and reports a unified diff and the write.
+func (w *fileWriter) write(ctx context.Context, call ToolCall, p string, before, after []byte) toolResult {
 	if after == nil {
 		after = []byte{}
 	}
-	diff, added, removed := editformat.UnifiedDiff(p, before, after)
-	if r := s.approve(ctx, ApprovalRequest{Call: s.call, Paths: []string{p}, Diff: diff}); r != nil {
-		return *r
+	text, added, removed := diff.Unified(p, before, after)
+	if w.approve != nil {
+		if r := w.approve(ctx, ApprovalRequest{Call: call, Paths: []string{p}, Diff: text}); r != nil {
+			return *r
+		}
 	}
-	if err := s.r.Env.WriteFile(ctx, p, after, 0); err != nil {
-		return s.envFailure(ctx, "write "+p, err)
+	if err := w.files.WriteFile(ctx, p, after, 0); err != nil {
+		return envFailure(ctx, "write "+p, err)
 	}
-	s.recordWrite(p, toolName, before, after)
-	s.markSeen(p, after)
+	w.seen.saw(p, after)
 	verb := "Edited"
 	if before == nil {
 		verb = "Created"
 	}
-	out := fmt.Sprintf("%s %s: +%d -%d\n%s", verb, p, added, removed, diff)
-	return toolResult{output: capOutput(strings.TrimRight(out, "\n"), s.a.cfg.MaxOutputChars, 0), changed: []string{p}}
-}
-
-// recordWrite appends one version to the file history.
-func (s *runState) recordWrite(p, toolName string, before, after []byte) {
-	s.history[p] = append(s.history[p], FileVersion{Turn: s.turn, Tool: toolName, Before: before, After: after})
+	out := fmt.Sprintf("%s %s: +%d -%d\n%s", verb, p, added, removed, text)
+	return toolResult{
+		output: capOutput(strings.TrimRight(out, "\n"), w.maxOutput, 0),
+		writes: []fileWrite{{path: p, before: before, after: after}},
+	}
 }

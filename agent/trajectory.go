@@ -2,10 +2,10 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"time"
 
@@ -17,7 +17,7 @@ type RecordKind string
 
 // The trajectory record kinds.
 const (
-	RecordRunStart   RecordKind = "run_start"   // task, model, protocol, mode
+	RecordRunStart   RecordKind = "run_start"   // task, base commit, model, protocol, mode
 	RecordMessage    RecordKind = "message"     // a message added to the history
 	RecordToolCall   RecordKind = "tool_call"   // a tool call about to run
 	RecordToolResult RecordKind = "tool_result" // its raw output, error flag and duration
@@ -39,9 +39,11 @@ type Record struct {
 	Turn int        `json:"turn,omitempty"`
 
 	// run_start
-	TaskID   string `json:"task_id,omitempty"`
-	Protocol string `json:"protocol,omitempty"`
-	Mode     string `json:"mode,omitempty"`
+	TaskID string `json:"task_id,omitempty"`
+	// BaseCommit is the commit the run started from (Run.BaseCommit).
+	BaseCommit string `json:"base_commit,omitempty"`
+	Protocol   string `json:"protocol,omitempty"`
+	Mode       string `json:"mode,omitempty"`
 	// Model is the requested model (run_start) or the one that answered
 	// (usage).
 	Model string `json:"model,omitempty"`
@@ -99,13 +101,12 @@ func (t *trajectory) write(r Record) {
 	t.seq++
 	r.Seq = t.seq
 	r.Time = t.now()
-	b, err := json.Marshal(r)
+	b, err := marshalLine(r)
 	if err != nil {
 		t.err = err
 		return
 	}
 	b = redactJSON(b, t.secrets)
-	b = append(b, '\n')
 	if _, err := t.w.Write(b); err != nil {
 		t.err = err
 	}
@@ -149,26 +150,33 @@ func (t *trajectory) outcome(turn int, o *Outcome) {
 
 // tokenPatterns match credentials by their shape, redacted even when the
 // caller did not list them.
-var tokenPatterns = regexp.MustCompile(`\b(sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9-]{10,})\b`)
+var tokenPatterns = task.CredentialShapes
 
-const redacted = "[REDACTED]"
+const redacted = task.Redacted
 
 // redactString removes secrets and credential-shaped tokens from s.
-func redactString(s string, secrets []string) string {
-	for _, sec := range secrets {
-		if len(sec) >= 4 {
-			s = strings.ReplaceAll(s, sec, redacted)
-		}
+func redactString(s string, secrets []string) string { return task.RedactSecrets(s, secrets) }
+
+// marshalLine encodes v as one JSON line without HTML escaping: code
+// keeps its <, > and & as they are, so trajectories read and grep as
+// written.
+func marshalLine(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
 	}
-	return tokenPatterns.ReplaceAllString(s, redacted)
+	return buf.Bytes(), nil
 }
 
-// redactJSON removes secrets from encoded JSON, matching them as they
-// appear once escaped inside a JSON string.
+// redactJSON removes secrets from encoded JSON (see marshalLine), matching
+// them as they appear once escaped inside a JSON string.
 func redactJSON(b []byte, secrets []string) []byte {
 	s := string(b)
 	for _, sec := range secrets {
-		enc, _ := json.Marshal(sec)
+		enc, _ := marshalLine(sec)
+		enc = bytes.TrimSuffix(enc, []byte("\n"))
 		esc := string(enc[1 : len(enc)-1])
 		s = strings.ReplaceAll(s, esc, redacted)
 	}

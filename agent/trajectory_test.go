@@ -8,6 +8,7 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 const secret = "s3cr3t-token-value"
@@ -16,8 +17,8 @@ const secret = "s3cr3t-token-value"
 func recordRun(t *testing.T) []byte {
 	t.Helper()
 	env := memenv.New(map[string]string{"calc.go": calcGo})
-	env.Handle("env", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
-		return agent.ExecResult{Output: []byte("API_KEY=" + secret + "\nGH=ghp_abcdefghijklmnopqrstuvwxyz0123456789\n")}, nil
+	env.Handle("env", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		return sandbox.ExecResult{Output: []byte("API_KEY=" + secret + "\nGH=ghp_abcdefghijklmnopqrstuvwxyz0123456789\n")}, nil
 	})
 	var buf bytes.Buffer
 	r, _ := newRun(env,
@@ -77,8 +78,8 @@ func TestReplay(t *testing.T) {
 	}
 	fresh := func(calc string) *memenv.Env {
 		env := memenv.New(map[string]string{"calc.go": calc})
-		env.Handle("env", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
-			return agent.ExecResult{Output: []byte("API_KEY=[REDACTED]\nGH=[REDACTED]\n")}, nil
+		env.Handle("env", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+			return sandbox.ExecResult{Output: []byte("API_KEY=[REDACTED]\nGH=[REDACTED]\n")}, nil
 		})
 		return env
 	}
@@ -109,8 +110,8 @@ func TestReplay(t *testing.T) {
 
 func TestEventsAreRedacted(t *testing.T) {
 	env := memenv.New(nil)
-	env.Handle("env", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
-		return agent.ExecResult{Output: []byte("API_KEY=" + secret + "\n")}, nil
+	env.Handle("env", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		return sandbox.ExecResult{Output: []byte("API_KEY=" + secret + "\n")}, nil
 	})
 	var rec recorder
 	r, _ := newRun(env, calls(call("bash", map[string]any{"command": "env"})), finish("ok"))
@@ -129,5 +130,39 @@ func TestEventsAreRedacted(t *testing.T) {
 	}
 	if !saw {
 		t.Errorf("no event shows the redacted output")
+	}
+}
+
+// TestTrajectoryIsReadable: code's <, > and & stay as they are (no \u003c),
+// a secret holding them is still redacted, and run_start records the base
+// commit replay starts from.
+func TestTrajectoryIsReadable(t *testing.T) {
+	const htmlSecret = "p<ss&w>rd-42"
+	env := memenv.New(map[string]string{"calc.go": calcGo})
+	env.Handle("show", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		return sandbox.ExecResult{Output: []byte("if a < b && c > d { return <html> }\nTOKEN=" + htmlSecret + "\n")}, nil
+	})
+	var buf bytes.Buffer
+	r, _ := newRun(env, calls(call("bash", map[string]any{"command": "show"})), finish("done"))
+	r.Task.TestCommand = ""
+	r.Trajectory = &buf
+	r.Secrets = []string{htmlSecret}
+	r.BaseCommit = "0123456789abcdef0123456789abcdef01234567"
+	if _, err := agent.New(agent.Config{}).Run(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	raw := buf.String()
+	if strings.Contains(raw, `\u003c`) || strings.Contains(raw, `\u0026`) || !strings.Contains(raw, "if a < b && c > d { return <html> }") {
+		t.Errorf("trajectory escapes HTML:\n%s", raw)
+	}
+	if strings.Contains(raw, "p<ss&w>rd") || !strings.Contains(raw, "TOKEN=[REDACTED]") {
+		t.Errorf("secret with HTML characters not redacted:\n%s", raw)
+	}
+	recs, err := agent.ReadTrajectory(strings.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs[0].Kind != agent.RecordRunStart || recs[0].BaseCommit != r.BaseCommit {
+		t.Errorf("run_start %+v lacks the base commit", recs[0])
 	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -63,7 +65,7 @@ func (s *runState) verifyPolicy() VerifyPolicy {
 // canVerify says whether verification runs at all: not without a test
 // command, and not in plan mode (nothing was changed).
 func (s *runState) canVerify() bool {
-	return s.verifyPolicy() != VerifyNever && s.r.Mode != ModePlan && strings.TrimSpace(s.r.Task.TestCommand) != ""
+	return s.verifyPolicy() != VerifyNever && s.r.Mode != task.ModePlan && strings.TrimSpace(s.r.Task.TestCommand) != ""
 }
 
 // prepareVerification sets the first rollback target: the given base
@@ -157,67 +159,83 @@ type verification struct {
 // a regression against the last good checkpoint is rolled back; the note
 // tells the model which happened and why.
 func (s *runState) verify(parent, ctx context.Context, trigger string) (verification, *ending) {
+	cur, res, e := s.runTests(parent, ctx, trigger)
+	if e != nil {
+		return verification{}, e
+	}
+	if cur.run.Passed {
+		return s.passed(parent, ctx, trigger)
+	}
+	return s.failed(ctx, trigger, cur, res)
+}
+
+// runTests runs the test command and makes its result the current one.
+func (s *runState) runTests(parent, ctx context.Context, trigger string) (*testResult, sandbox.ExecResult, *ending) {
 	cmd := s.r.Task.TestCommand
 	s.emit(task.Event{Kind: task.EventPhase, Phase: "verify", Text: trigger})
 	start := time.Now()
-	res, err := s.r.Env.Exec(ctx, ExecRequest{Command: cmd, Timeout: s.a.cfg.TestTimeout, MaxOutput: execOutputCap})
+	res, err := s.r.Env.Exec(ctx, sandbox.ExecRequest{Command: cmd, Timeout: cmp.Or(s.r.TestTimeout, task.DefaultTestTimeout), MaxOutput: execOutputCap})
 	if err != nil {
 		if ctx.Err() != nil {
-			return verification{}, s.stopFor(parent, ctx.Err())
+			return nil, res, s.stopFor(parent, ctx.Err())
 		}
-		return verification{}, &ending{reason: StopEnvError, err: fmt.Errorf("run tests: %w", errors.Join(ErrEnvFailed, err))}
+		return nil, res, &ending{reason: StopEnvError, err: fmt.Errorf("run tests: %w", errors.Join(ErrEnvFailed, err))}
 	}
 	out := string(res.Output)
-	tail := out
-	if len(tail) > testOutputTail {
-		tail = tail[len(tail)-testOutputTail:]
-	}
 	cur := newTestResult(task.TestRun{
 		Command:  cmd,
 		ExitCode: res.ExitCode,
 		Passed:   res.ExitCode == 0 && !res.TimedOut,
 		Duration: time.Since(start),
-		Output:   tail,
+		Output:   out[max(0, len(out)-testOutputTail):],
 	})
 	cur.failing = FailingTests(out)
 	s.traj.write(Record{Kind: RecordVerify, Turn: s.turn, Note: trigger, Test: &cur.run})
 	s.ver.last = &cur.run
 	s.ver.dirty = false
 	s.ver.current = cur
-	shown := strings.TrimRight(capOutput(out, s.a.cfg.MaxOutputChars, res.Dropped), "\n")
+	return cur, res, nil
+}
 
-	if cur.run.Passed {
-		s.rec.success("", true)
-		note := fmt.Sprintf("Verification (%s): the tests pass (`%s`).", trigger, cmd)
-		if s.r.Workspace != nil {
-			id, err := s.r.Workspace.Checkpoint(ctx, fmt.Sprintf("wrench: verified turn %d", s.turn))
-			switch {
-			case err == nil:
-				s.ver.goodID, s.ver.good = id, cur
-				clear(s.ver.written)
-				s.emit(task.Event{Kind: task.EventCheckpoint, Text: id})
-				note += " Checkpoint saved."
-			case ctx.Err() != nil:
-				return verification{}, s.stopFor(parent, ctx.Err())
-			default:
-				s.logEvent("checkpoint failed: %v", err)
-			}
-		} else {
-			s.ver.good = cur
-		}
+// passed makes the passing tree the last good one (a checkpoint, when
+// there is a workspace).
+func (s *runState) passed(parent, ctx context.Context, trigger string) (verification, *ending) {
+	cur := s.ver.current
+	s.rec.success("", true)
+	note := fmt.Sprintf("Verification (%s): the tests pass (`%s`).", trigger, cur.run.Command)
+	if s.r.Workspace == nil {
+		s.ver.good = cur
 		return verification{note: note}, nil
 	}
+	id, err := s.r.Workspace.Checkpoint(ctx, fmt.Sprintf("wrench: verified turn %d", s.turn))
+	switch {
+	case err == nil:
+		s.ver.goodID, s.ver.good = id, cur
+		clear(s.ver.written)
+		s.emit(task.Event{Kind: task.EventCheckpoint, Text: id})
+		note += " Checkpoint saved."
+	case ctx.Err() != nil:
+		return verification{}, s.stopFor(parent, ctx.Err())
+	default:
+		s.logEvent("checkpoint failed: %v", err)
+	}
+	return verification{note: note}, nil
+}
 
+// failed tells the model about failing tests, and rolls back when they
+// are a regression against the last good checkpoint.
+func (s *runState) failed(ctx context.Context, trigger string, cur *testResult, res sandbox.ExecResult) (verification, *ending) {
+	out := string(res.Output)
+	shown := strings.TrimRight(capOutput(out, s.a.cfg.MaxOutputChars, res.Dropped), "\n")
 	class := ClassifyError(out, res.ExitCode, res.TimedOut)
 	recNote := s.rec.failure(class, out, "", len(s.history) > 0)
 	isReg, newly := regression(s.ver.good, cur)
 	if !isReg {
-		note := fmt.Sprintf("Verification (%s): the test command `%s` fails (exit code %d, error class: %s).\n%s", trigger, cmd, res.ExitCode, class, shown)
+		note := fmt.Sprintf("Verification (%s): the test command `%s` fails (exit code %d, error class: %s).\n%s", trigger, cur.run.Command, res.ExitCode, class, shown)
 		return verification{note: joinNotes(note, []string{recNote})}, nil
 	}
-
 	var b strings.Builder
-	fmt.Fprintf(&b, "Verification (%s): REGRESSION. The test command `%s` fails (exit code %d, error class: %s)", trigger, cmd, res.ExitCode, class)
+	fmt.Fprintf(&b, "Verification (%s): REGRESSION. The test command `%s` fails (exit code %d, error class: %s)", trigger, cur.run.Command, res.ExitCode, class)
 	if s.ver.good.run.Passed {
 		b.WriteString(", but it passed at the last good checkpoint.")
 	} else {
@@ -228,13 +246,23 @@ func (s *runState) verify(parent, ctx context.Context, trigger string) (verifica
 		b.WriteString(shown)
 		return verification{note: joinNotes(b.String(), []string{recNote})}, nil
 	}
+	if e := s.rollBack(ctx, &b); e != nil {
+		return verification{}, e
+	}
+	b.WriteString(". View files again before editing them, and try a different change.\nTest output before the rollback:\n")
+	b.WriteString(shown)
+	return verification{note: joinNotes(b.String(), []string{recNote}), rolledBack: true}, nil
+}
+
+// rollBack restores the last good checkpoint and says so in b.
+func (s *runState) rollBack(ctx context.Context, b *strings.Builder) *ending {
 	// Roll back even when the run is being cancelled: a half-done rollback
 	// would leave a tree nobody verified.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	err = s.r.Workspace.Rollback(rctx, s.ver.goodID)
+	err := s.r.Workspace.Rollback(rctx, s.ver.goodID)
 	cancel()
 	if err != nil {
-		return verification{}, &ending{reason: StopEnvError, err: fmt.Errorf("rollback to %s: %w", s.ver.goodID, errors.Join(ErrEnvFailed, err))}
+		return &ending{reason: StopEnvError, err: fmt.Errorf("rollback to %s: %w", s.ver.goodID, errors.Join(ErrEnvFailed, err))}
 	}
 	s.ver.rollbacks++
 	files := slices.Sorted(maps.Keys(s.ver.written))
@@ -244,9 +272,7 @@ func (s *runState) verify(parent, ctx context.Context, trigger string) (verifica
 	s.emit(task.Event{Kind: task.EventRollback, Text: fmt.Sprintf("rolled back to %s: %s", s.ver.goodID, strings.Join(files, ", "))})
 	b.WriteString(" Your changes since then were ROLLED BACK: the workspace is again exactly as at that checkpoint")
 	if len(files) > 0 {
-		fmt.Fprintf(&b, " (undone: edits to %s, and anything commands changed)", strings.Join(files, ", "))
+		fmt.Fprintf(b, " (undone: edits to %s, and anything commands changed)", strings.Join(files, ", "))
 	}
-	b.WriteString(". View files again before editing them, and try a different change.\nTest output before the rollback:\n")
-	b.WriteString(shown)
-	return verification{note: joinNotes(b.String(), []string{recNote}), rolledBack: true}, nil
+	return nil
 }

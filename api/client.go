@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -84,7 +83,7 @@ func (c *Client) Status(ctx context.Context, id string) (task.Status, error) {
 }
 
 // List returns one page of tasks, newest first.
-func (c *Client) List(ctx context.Context, o queue.ListOptions) (ListResponse, error) {
+func (c *Client) List(ctx context.Context, o task.ListOptions) (ListResponse, error) {
 	q := url.Values{}
 	if o.State != "" {
 		q.Set("state", string(o.State))
@@ -131,6 +130,25 @@ func (c *Client) Patch(ctx context.Context, id string) (string, error) {
 		return "", fmt.Errorf("read patch of %s: %w", id, err)
 	}
 	return string(b), nil
+}
+
+// Artifact returns one stored artifact of a final task by name
+// (PatchArtifact, TrajectoryArtifact, LogArtifact, or another name its
+// result lists).
+func (c *Client) Artifact(ctx context.Context, id, name string) ([]byte, error) {
+	if !ValidArtifactName(name) {
+		return nil, fmt.Errorf("%q is not an artifact name", name)
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id)+"/artifacts/"+url.PathEscape(name), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read artifact %s of %s: %w", name, id, err)
+	}
+	return b, nil
 }
 
 // Result returns the result of a final task, or [ErrNotFinal] with the
@@ -213,7 +231,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, hdr h
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var eb ErrorBody
 	if json.Unmarshal(b, &eb) == nil && eb.Error != "" {
-		e.Message, e.Fields = eb.Error, eb.Fields
+		e.Message, e.Fields, e.TaskID = eb.Error, eb.Fields, eb.TaskID
 	} else {
 		e.Message = strings.TrimSpace(string(b))
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -33,11 +32,11 @@ func TestClientCalls(t *testing.T) {
 	if st, err := c.Status(ctx, "t-run"); err != nil || st.State != task.StateRunning {
 		t.Errorf("status: %v %+v", err, st)
 	}
-	lr, err := c.List(ctx, queue.ListOptions{Limit: 2})
+	lr, err := c.List(ctx, task.ListOptions{Limit: 2})
 	if err != nil || len(lr.Tasks) != 2 || lr.NextCursor == "" {
 		t.Fatalf("list page 1: %v %+v", err, lr)
 	}
-	lr2, err := c.List(ctx, queue.ListOptions{Limit: 2, Cursor: lr.NextCursor})
+	lr2, err := c.List(ctx, task.ListOptions{Limit: 2, Cursor: lr.NextCursor})
 	if err != nil || len(lr2.Tasks) != 1 || lr2.NextCursor != "" {
 		t.Errorf("list page 2: %v %+v", err, lr2)
 	}

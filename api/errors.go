@@ -13,6 +13,9 @@ type ErrorBody struct {
 	Error string `json:"error"`
 	// Fields lists the fields at fault of an invalid request (400).
 	Fields []task.FieldError `json:"fields,omitempty"`
+	// TaskID names the task of a failed submission (503): submitting it
+	// again with this id is safe.
+	TaskID string `json:"task_id,omitempty"`
 }
 
 // Sentinels a [Client] error matches with errors.Is, by HTTP status.
@@ -22,6 +25,9 @@ var (
 	ErrInvalid = errors.New("api: invalid request")
 	// ErrUnauthorized is a 401: the token is missing or wrong.
 	ErrUnauthorized = errors.New("api: unauthorized")
+	// ErrForbidden is a 403: the server policy refuses the task's
+	// repository.
+	ErrForbidden = errors.New("api: forbidden")
 	// ErrNotFound is a 404: no task has that id.
 	ErrNotFound = errors.New("api: not found")
 	// ErrConflict is a 409: the task is not in a state that allows the
@@ -29,6 +35,10 @@ var (
 	ErrConflict = errors.New("api: conflict")
 	// ErrTooLarge is a 413: the request body exceeds the server's limit.
 	ErrTooLarge = errors.New("api: request body too large")
+	// ErrUnavailable is a 503: the server cannot reach its task store
+	// now; for a submission the *Error's TaskID says which id to submit
+	// again.
+	ErrUnavailable = errors.New("api: service unavailable")
 )
 
 // Error is a non-2xx answer from the server, as a [Client] reports it.
@@ -36,6 +46,8 @@ type Error struct {
 	StatusCode int
 	Message    string
 	Fields     []task.FieldError
+	// TaskID names the task of a failed submission.
+	TaskID string
 }
 
 func (e *Error) Error() string {
@@ -57,12 +69,16 @@ func (e *Error) Is(target error) bool {
 		return target == ErrInvalid
 	case http.StatusUnauthorized:
 		return target == ErrUnauthorized
+	case http.StatusForbidden:
+		return target == ErrForbidden
 	case http.StatusNotFound:
 		return target == ErrNotFound
 	case http.StatusConflict:
 		return target == ErrConflict
 	case http.StatusRequestEntityTooLarge:
 		return target == ErrTooLarge
+	case http.StatusServiceUnavailable:
+		return target == ErrUnavailable
 	}
 	return false
 }

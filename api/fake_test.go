@@ -9,11 +9,11 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
 
-// fakeBackend is an in-memory Backend (and Artifacts).
+// fakeBackend is an in-memory Submitter, States, EventSource and
+// ArtifactSource.
 type fakeBackend struct {
 	mu        sync.Mutex
 	tasks     map[string]task.Status
@@ -31,8 +31,10 @@ type fakeBackend struct {
 }
 
 var (
-	_ Backend   = (*fakeBackend)(nil)
-	_ Artifacts = (*fakeBackend)(nil)
+	_ Submitter      = (*fakeBackend)(nil)
+	_ States         = (*fakeBackend)(nil)
+	_ EventSource    = (*fakeBackend)(nil)
+	_ ArtifactSource = (*fakeBackend)(nil)
 )
 
 func newFake() *fakeBackend {
@@ -76,16 +78,19 @@ func (f *fakeBackend) Status(_ context.Context, id string) (task.Status, error) 
 	}
 	st, ok := f.tasks[id]
 	if !ok {
-		return task.Status{}, fmt.Errorf("%w: %q", queue.ErrNotFound, id)
+		return task.Status{}, fmt.Errorf("%w: %q", task.ErrNotFound, id)
 	}
 	return st, nil
 }
 
-func (f *fakeBackend) List(_ context.Context, o queue.ListOptions) ([]task.Status, string, error) {
+func (f *fakeBackend) List(_ context.Context, o task.ListOptions) ([]task.Status, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return nil, "", f.failWith
+	}
 	if o.Cursor == "bogus" {
-		return nil, "", fmt.Errorf("list tasks: %w: %q", queue.ErrBadCursor, o.Cursor)
+		return nil, "", fmt.Errorf("list tasks: %w: %q", task.ErrBadCursor, o.Cursor)
 	}
 	var out []task.Status
 	for _, st := range f.tasks {
@@ -112,9 +117,12 @@ func (f *fakeBackend) List(_ context.Context, o queue.ListOptions) ([]task.Statu
 func (f *fakeBackend) Cancel(_ context.Context, id string) (task.Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return task.Status{}, f.failWith
+	}
 	st, ok := f.tasks[id]
 	if !ok {
-		return task.Status{}, fmt.Errorf("%w: %q", queue.ErrNotFound, id)
+		return task.Status{}, fmt.Errorf("%w: %q", task.ErrNotFound, id)
 	}
 	if st.State == task.StateQueued {
 		st.State = task.StateCancelled
@@ -124,12 +132,12 @@ func (f *fakeBackend) Cancel(_ context.Context, id string) (task.Status, error) 
 	return st, nil
 }
 
-func (f *fakeBackend) Artifact(_ context.Context, id, name string) ([]byte, error) {
+func (f *fakeBackend) Get(_ context.Context, id, name string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b, ok := f.artifacts[id+"/"+name]
 	if !ok {
-		return nil, fmt.Errorf("%w: artifact %s/%s", queue.ErrNotFound, id, name)
+		return nil, fmt.Errorf("%w: artifact %s/%s", task.ErrNotFound, id, name)
 	}
 	return b, nil
 }
@@ -148,11 +156,15 @@ func (f *fakeBackend) emit(ev task.Event) {
 	f.changed = make(chan struct{})
 }
 
-func (f *fakeBackend) Events(ctx context.Context, id string, fromSeq uint64) (<-chan task.Event, error) {
+func (f *fakeBackend) Follow(ctx context.Context, id string, fromSeq uint64) (<-chan task.Event, error) {
 	f.mu.Lock()
+	if f.failWith != nil {
+		f.mu.Unlock()
+		return nil, f.failWith
+	}
 	if _, ok := f.tasks[id]; !ok {
 		f.mu.Unlock()
-		return nil, fmt.Errorf("%w: %q", queue.ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %q", task.ErrNotFound, id)
 	}
 	breakAfter := f.breakAfter
 	f.breakAfter = 0

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -36,7 +35,18 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.backendError(w, r, err)
 		return
 	}
-	st, dup, err := s.cfg.Backend.Submit(r.Context(), t)
+	if s.cfg.Admit != nil {
+		if err := s.cfg.Admit(t); err != nil {
+			var verr *task.ValidationError
+			if errors.As(err, &verr) {
+				writeError(w, http.StatusBadRequest, "the server policy does not allow this task", verr.Fields)
+				return
+			}
+			writeError(w, http.StatusForbidden, err.Error(), nil)
+			return
+		}
+	}
+	st, dup, err := s.cfg.Submitter.Submit(r.Context(), t)
 	if err != nil {
 		s.backendError(w, r, err)
 		return
@@ -53,7 +63,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	st, err := s.cfg.Backend.Status(r.Context(), r.PathValue("id"))
+	st, err := s.cfg.States.Status(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.backendError(w, r, err)
 		return
@@ -70,7 +80,7 @@ type ListResponse struct {
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	var o queue.ListOptions
+	var o task.ListOptions
 	var bad []task.FieldError
 	if v := q.Get("state"); v != "" {
 		o.State = task.State(v)
@@ -80,8 +90,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > queue.MaxListLimit {
-			bad = append(bad, task.FieldError{Field: "limit", Problem: fmt.Sprintf("must be 1..%d", queue.MaxListLimit)})
+		if err != nil || n < 1 || n > task.MaxListLimit {
+			bad = append(bad, task.FieldError{Field: "limit", Problem: fmt.Sprintf("must be 1..%d", task.MaxListLimit)})
 		}
 		o.Limit = n
 	}
@@ -90,9 +100,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid query", bad)
 		return
 	}
-	tasks, next, err := s.cfg.Backend.List(r.Context(), o)
+	tasks, next, err := s.cfg.States.List(r.Context(), o)
 	if err != nil {
-		if errors.Is(err, queue.ErrBadCursor) {
+		if errors.Is(err, task.ErrBadCursor) {
 			writeError(w, http.StatusBadRequest, "invalid query",
 				[]task.FieldError{{Field: "cursor", Problem: "is not a cursor this server issued"}})
 			return
@@ -107,7 +117,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
-	st, err := s.cfg.Backend.Cancel(r.Context(), r.PathValue("id"))
+	st, err := s.cfg.Submitter.Cancel(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.backendError(w, r, err)
 		return
@@ -122,7 +132,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	st, err := s.cfg.Backend.Status(r.Context(), id)
+	st, err := s.cfg.States.Status(r.Context(), id)
 	if err != nil {
 		s.backendError(w, r, err)
 		return
@@ -135,9 +145,9 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 	if st.Result != nil {
 		patch = []byte(st.Result.Patch)
 	}
-	if a, ok := s.cfg.Backend.(Artifacts); ok && len(patch) == 0 {
-		b, err := a.Artifact(r.Context(), id, PatchArtifact)
-		if err != nil && !errors.Is(err, queue.ErrNotFound) {
+	if a := s.cfg.Artifacts; a != nil && len(patch) == 0 {
+		b, err := a.Get(r.Context(), id, PatchArtifact)
+		if err != nil && !errors.Is(err, task.ErrNotFound) {
 			s.backendError(w, r, err)
 			return
 		}
@@ -156,10 +166,15 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 // id, 503 when the backend is unreachable, 500 otherwise.
 func (s *Server) backendError(w http.ResponseWriter, r *http.Request, err error) {
 	var verr *task.ValidationError
+	var serr *task.SubmitError
 	switch {
+	case errors.As(err, &serr):
+		s.log.WarnContext(r.Context(), "submission failed", "task_id", serr.TaskID, "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: submitFailure(serr), TaskID: serr.TaskID})
 	case errors.As(err, &verr):
 		writeError(w, http.StatusBadRequest, "invalid task", verr.Fields)
-	case errors.Is(err, queue.ErrNotFound):
+	case errors.Is(err, task.ErrNotFound):
 		msg := "not found"
 		if id := r.PathValue("id"); id != "" {
 			msg = "no task " + id
@@ -172,4 +187,14 @@ func (s *Server) backendError(w http.ResponseWriter, r *http.Request, err error)
 		s.log.ErrorContext(r.Context(), "backend error", "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal error", nil)
 	}
+}
+
+// submitFailure says what a failed submission left behind, and how to
+// retry it safely.
+func submitFailure(e *task.SubmitError) string {
+	if errors.Is(e, task.ErrUnconfirmed) {
+		return fmt.Sprintf("task %s: the task store did not confirm the submission in time; it may be queued. "+
+			"Submit it again with id %q: a task is queued at most once per id", e.TaskID, e.TaskID)
+	}
+	return fmt.Sprintf("task %s was not queued: the task store is unavailable; nothing was stored, submit it again", e.TaskID)
 }

@@ -5,11 +5,11 @@ import (
 
 	"context"
 	"errors"
-	"github.com/nats-io/nats.go"
 	"testing"
 	"time"
 
-	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/internal/natstest"
+	"github.com/wrenchworks/wrench/queue/natsserver"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -18,17 +18,9 @@ import (
 func TestAgainstEmbeddedNATS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	emb, err := queue.StartEmbedded(ctx, queue.EmbeddedConfig{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Shutdown()
-	conn, err := queue.Connect(ctx, queue.Config{ConnectOptions: []nats.Option{emb.ConnectOption()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	s, err := NewServer(Config{Backend: conn, Token: "tok"})
+	conn := natstest.Connect(t, natstest.Start(t, natsserver.Config{}))
+	s, err := NewServer(Config{Submitter: conn.Submissions(), States: conn.States(), Events: conn.Events(),
+		Artifacts: conn.Artifacts(), Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +42,11 @@ func TestAgainstEmbeddedNATS(t *testing.T) {
 	if _, err := c.Status(ctx, "t-unknown"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown status: %v", err)
 	}
-	lr, err := c.List(ctx, queue.ListOptions{State: task.StateQueued})
+	lr, err := c.List(ctx, task.ListOptions{State: task.StateQueued})
 	if err != nil || len(lr.Tasks) != 1 || lr.Tasks[0].TaskID != "t-nats" {
 		t.Fatalf("list: %v %+v", err, lr)
 	}
-	if _, err := c.List(ctx, queue.ListOptions{Cursor: "nonsense"}); !errors.Is(err, ErrInvalid) {
+	if _, err := c.List(ctx, task.ListOptions{Cursor: "nonsense"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("bad cursor: %v", err)
 	}
 	if _, err := c.Patch(ctx, "t-nats"); !errors.Is(err, ErrConflict) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,35 +19,40 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
 
-// Backend is what the API needs of the task queue; *queue.Conn implements
-// it. Errors wrapping queue.ErrNotFound answer 404 and errors wrapping a
-// *task.ValidationError answer 400.
-type Backend interface {
+// Submitter takes tasks in and cancels them (queue.Submissions fits).
+// Errors wrapping a *task.ValidationError answer 400; errors wrapping
+// task.ErrNotFound answer 404.
+type Submitter interface {
 	// Submit queues t; duplicate is true (and st the existing status) when
 	// a task with t's ID is already known.
 	Submit(ctx context.Context, t task.Task) (st task.Status, duplicate bool, err error)
-	Status(ctx context.Context, id string) (task.Status, error)
-	// List returns a page of tasks, newest first, and the next cursor.
-	List(ctx context.Context, o queue.ListOptions) ([]task.Status, string, error)
+	// Cancel cancels task id: the final status of a task that was queued
+	// (or already final), the running status while its worker stops it.
 	Cancel(ctx context.Context, id string) (task.Status, error)
-	// Events streams the events of task id after fromSeq, closing the
-	// channel after the result event or when ctx is done.
-	Events(ctx context.Context, id string, fromSeq uint64) (<-chan task.Event, error)
 }
 
-var (
-	_ Backend   = (*queue.Conn)(nil)
-	_ Artifacts = (*queue.Conn)(nil)
-)
+// States reads task states (queue.States fits).
+type States interface {
+	Status(ctx context.Context, id string) (task.Status, error)
+	// List returns a page of tasks, newest first, and the next cursor; an
+	// error wrapping task.ErrBadCursor for a cursor it did not issue.
+	List(ctx context.Context, o task.ListOptions) ([]task.Status, string, error)
+}
 
-// Artifacts is the optional ability of a [Backend] to return a stored
-// artifact; the patch endpoint uses it when a result's Patch is not inline.
-type Artifacts interface {
-	Artifact(ctx context.Context, id, name string) ([]byte, error)
+// EventSource follows a task's events (queue.Events fits).
+type EventSource interface {
+	// Follow streams the events of task id after fromSeq, closing the
+	// channel after the result event or when ctx is done.
+	Follow(ctx context.Context, id string, fromSeq uint64) (<-chan task.Event, error)
+}
+
+// ArtifactSource returns a task's stored artifacts (queue.Artifacts fits);
+// an error wrapping task.ErrNotFound when there is none of that name.
+type ArtifactSource interface {
+	Get(ctx context.Context, id, name string) ([]byte, error)
 }
 
 // PatchArtifact is the artifact name of a task's patch.
@@ -57,8 +63,18 @@ const DefaultMaxBody = 1 << 20
 
 // Config configures a [Server].
 type Config struct {
-	// Backend is required.
-	Backend Backend
+	// Submitter, States and Events are required.
+	Submitter Submitter
+	States    States
+	Events    EventSource
+	// Artifacts, when set, serves a patch that a result does not hold
+	// inline.
+	Artifacts ArtifactSource
+	// Admit, when set, checks every submitted task against the server's
+	// policy (policy.Policy.Admit fits): a task may narrow what the policy
+	// allows, never widen it. A *task.ValidationError answers 400 naming
+	// the fields; any other error (a repository the policy refuses) 403.
+	Admit func(task.Task) error
 	// Token, when set, is required as "Authorization: Bearer <token>" on
 	// every /v1/ request. /healthz, /readyz and /metrics are open.
 	Token string
@@ -74,7 +90,7 @@ type Config struct {
 	// Heartbeat is the interval of SSE keep-alive comments (15s when zero).
 	Heartbeat time.Duration
 	// TracerProvider, when set, gives each request a server span (a child
-	// of the caller's traceparent), whose context reaches the queue so the
+	// of the caller's traceparent), whose context reaches the backends so the
 	// task's trace starts at the request.
 	TracerProvider trace.TracerProvider
 	// Propagator reads the caller's trace context (W3C trace context when
@@ -96,12 +112,13 @@ type Server struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 	token  [32]byte
+	routes []string
 }
 
 // NewServer checks cfg and returns a Server.
 func NewServer(cfg Config) (*Server, error) {
-	if cfg.Backend == nil {
-		return nil, errors.New("api: Backend is required")
+	if cfg.Submitter == nil || cfg.States == nil || cfg.Events == nil {
+		return nil, errors.New("api: Submitter, States and Events are required")
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
@@ -123,19 +140,20 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s.token = sha256.Sum256([]byte(cfg.Token))
 
-	s.mux.HandleFunc("POST /v1/tasks", s.auth(s.submit))
-	s.mux.HandleFunc("GET /v1/tasks", s.auth(s.list))
-	s.mux.HandleFunc("GET /v1/tasks/{id}", s.auth(s.status))
-	s.mux.HandleFunc("GET /v1/tasks/{id}/events", s.auth(s.events))
-	s.mux.HandleFunc("GET /v1/tasks/{id}/patch", s.auth(s.patch))
-	s.mux.HandleFunc("POST /v1/tasks/{id}/cancel", s.auth(s.cancel))
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	s.handle("POST /v1/tasks", s.auth(s.submit))
+	s.handle("GET /v1/tasks", s.auth(s.list))
+	s.handle("GET /v1/tasks/{id}", s.auth(s.status))
+	s.handle("GET /v1/tasks/{id}/events", s.auth(s.events))
+	s.handle("GET /v1/tasks/{id}/patch", s.auth(s.patch))
+	s.handle("GET /v1/tasks/{id}/artifacts/{name}", s.auth(s.artifact))
+	s.handle("POST /v1/tasks/{id}/cancel", s.auth(s.cancel))
+	s.handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	s.mux.HandleFunc("GET /readyz", s.ready)
+	s.handle("GET /readyz", s.ready)
 	if cfg.Metrics != nil {
-		s.mux.Handle("GET /metrics", cfg.Metrics)
+		s.handle("GET /metrics", cfg.Metrics.ServeHTTP)
 	}
 	s.mux.HandleFunc("/", s.noRoute)
 	return s, nil
@@ -145,7 +163,19 @@ func NewServer(cfg Config) (*Server, error) {
 // webhook at "POST /webhooks/github"), outside the bearer-token check: h
 // authenticates its own requests. Call it before serving; a pattern that
 // conflicts with an API route panics, as http.ServeMux does.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+func (s *Server) Handle(pattern string, h http.Handler) { s.handle(pattern, h.ServeHTTP) }
+
+// handle mounts h at pattern and records the route.
+func (s *Server) handle(pattern string, h http.HandlerFunc) {
+	s.mux.HandleFunc(pattern, h)
+	s.routes = append(s.routes, pattern)
+}
+
+// Routes returns the "METHOD /path" patterns the server answers, sorted
+// (docs/api/openapi.yaml documents them; a test keeps the two in step).
+func (s *Server) Routes() []string {
+	return slices.Sorted(slices.Values(s.routes))
+}
 
 // noRoute answers 405 (with Allow) when the path exists under another
 // method, 404 otherwise; both as JSON.
@@ -248,8 +278,8 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
+		got, ok := bearer(r.Header.Get("Authorization"))
+		sum := sha256.Sum256([]byte(got))
 		if !ok || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="wrench"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token", nil)
@@ -257,6 +287,16 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	}
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header;
+// the scheme is case-insensitive (RFC 9110 §11.1).
+func bearer(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {

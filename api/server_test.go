@@ -23,7 +23,7 @@ const validTask = `{"id":"t-1","repo":{"url":"https://example.com/r.git"},"instr
 
 func newTestServer(t *testing.T, f *fakeBackend, mod func(*Config)) *httptest.Server {
 	t.Helper()
-	cfg := Config{Backend: f, MaxBody: 4096,
+	cfg := Config{Submitter: f, States: f, Events: f, Artifacts: f, MaxBody: 4096,
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "m 1\n") })}
 	if mod != nil {
 		mod(&cfg)
@@ -167,6 +167,36 @@ func TestServerSubmitDetails(t *testing.T) {
 	}
 }
 
+// A failed submission answers 503 saying what it left behind and the id to
+// submit again; the client reports both.
+func TestServerSubmitFailureIsTruthful(t *testing.T) {
+	f := newFake()
+	srv := newTestServer(t, f, nil)
+	c := NewClient(srv.URL, "")
+	for _, tc := range []struct {
+		kind error
+		want string
+	}{
+		{task.ErrNotQueued, "was not queued"},
+		{task.ErrUnconfirmed, "may be queued"},
+	} {
+		f.failWith = &task.SubmitError{TaskID: "t-srv-chosen", Kind: tc.kind, Err: errors.New("nats: timeout")}
+		a := call(t, srv, "POST", "/v1/tasks", validTask, nil)
+		var body ErrorBody
+		if err := json.Unmarshal([]byte(a.body), &body); err != nil {
+			t.Fatal(err)
+		}
+		if a.code != 503 || body.TaskID != "t-srv-chosen" || !strings.Contains(body.Error, tc.want) || a.header.Get("Retry-After") == "" {
+			t.Errorf("%v: %d %+v %v", tc.kind, a.code, body, a.header)
+		}
+		_, _, err := c.Submit(context.Background(), task.Task{Repo: task.Repo{URL: "/r"}, Instruction: "x"})
+		var ae *Error
+		if !errors.As(err, &ae) || !errors.Is(err, ErrUnavailable) || ae.TaskID != "t-srv-chosen" {
+			t.Errorf("%v: client error %v", tc.kind, err)
+		}
+	}
+}
+
 func TestServerAuth(t *testing.T) {
 	f := newFake()
 	f.put(task.Status{TaskID: "t-1", State: task.StateQueued})
@@ -180,6 +210,9 @@ func TestServerAuth(t *testing.T) {
 		{"wrong scheme", "/v1/tasks/t-1", "Basic s3cret", 401},
 		{"prefix of token", "/v1/tasks/t-1", "Bearer s3cre", 401},
 		{"right token", "/v1/tasks/t-1", "Bearer s3cret", 200},
+		{"scheme in lower case", "/v1/tasks/t-1", "bearer s3cret", 200},
+		{"scheme in upper case", "/v1/tasks/t-1", "BEARER s3cret", 200},
+		{"scheme glued to the token", "/v1/tasks/t-1", "Bearers3cret", 401},
 		{"unknown id still needs auth", "/v1/tasks/t-2", "", 401},
 		{"events need auth", "/v1/tasks/t-1/events", "", 401},
 		{"healthz is open", "/healthz", "", 200},
@@ -257,7 +290,7 @@ func TestServerObserveRequest(t *testing.T) {
 }
 
 func TestServerHandleExtraRoute(t *testing.T) {
-	s, err := NewServer(Config{Backend: newFake(), Token: "tok"})
+	s, err := NewServer(Config{Submitter: newFake(), States: newFake(), Events: newFake(), Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel() // stops the backend's follower
-	ch, err := s.cfg.Backend.Events(ctx, id, from)
+	ch, err := s.cfg.Events.Follow(ctx, id, from)
 	if err != nil {
 		s.backendError(w, r, err)
 		return

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -23,8 +21,8 @@ func (f *flight) finish(ctx context.Context, res task.Result, artifacts map[stri
 	}
 	if len(artifacts) > 0 {
 		var names []string
-		err := retry(opCtx, func() (err error) {
-			names, err = d.conn.PutArtifacts(opCtx, t.ID, artifacts)
+		err := retryOp(opCtx, func() (err error) {
+			names, err = d.q.Artifacts.Put(opCtx, t.ID, artifacts)
 			return err
 		})
 		if err != nil {
@@ -34,14 +32,18 @@ func (f *flight) finish(ctx context.Context, res task.Result, artifacts map[stri
 		}
 		res.Artifacts = mergeNames(res.Artifacts, names)
 	}
-	lease := f.lease.Load()
+	lease := f.leaseOf()
 	var st task.Status
-	err := retry(opCtx, func() (err error) {
+	err := retryOp(opCtx, func() (err error) {
 		st, err = lease.Finish(opCtx, res)
 		return err
 	})
 	if errors.Is(err, queue.ErrLostLease) {
-		d.log.Warn("another worker finished the task; result discarded", "task_id", t.ID, "attempt", f.attempt)
+		// Not necessarily "another worker finished": this attempt went
+		// silent past the ack wait (a paused or cut-off process) and the
+		// task was redelivered, cancelled or finished meanwhile.
+		d.log.Warn("this attempt no longer holds the task; its result is discarded", "task_id", t.ID, "attempt", f.attempt,
+			"now_state", st.State, "now_worker", st.Worker, "now_attempt", st.Attempt, "err", err)
 		return
 	}
 	if err != nil {
@@ -49,14 +51,50 @@ func (f *flight) finish(ctx context.Context, res task.Result, artifacts map[stri
 		return
 	}
 	d.emit(opCtx, queue.ResultEvent(st))
+	if !f.finalize(opCtx, st) {
+		return
+	}
 	done(opCtx)
 	d.log.Info("task finished", "task_id", t.ID, "attempt", f.attempt, "status", st.State, "reason", st.Reason)
 	d.obs.TaskFinished(ctx, *st.Result, elapsed)
 }
 
+// finalize runs the Finalizer on st, the task's final status, and reports
+// whether the delivery may be settled: false when it failed and the
+// delivery was handed back so that the next one finalizes again.
+func (f *flight) finalize(ctx context.Context, st task.Status) bool {
+	d := f.d
+	err := d.finalizeStatus(ctx, st)
+	if err == nil {
+		return true
+	}
+	d.emit(ctx, task.Event{TaskID: f.t.ID, Time: time.Now().UTC(), Kind: task.EventLog, IsError: true, Text: "finalize: " + err.Error()})
+	if f.attempt < d.cfg.MaxDeliver {
+		delay := d.cfg.backoff(f.attempt)
+		var ra interface{ RetryAfter() time.Duration }
+		if errors.As(err, &ra) && ra.RetryAfter() > 0 {
+			delay = min(delay, ra.RetryAfter())
+		}
+		d.log.Warn("finalize task; the next delivery tries again", "task_id", f.t.ID, "attempt", f.attempt, "retry_in", delay, "err", err)
+		f.nak(delay)
+		return false
+	}
+	d.log.Error("finalize task: deliveries exhausted, giving up", "task_id", f.t.ID, "attempt", f.attempt, "err", err)
+	return true
+}
+
+// finalizeStatus calls the Finalizer, when there is one, on a final
+// status that carries its task.
+func (d *Dispatcher) finalizeStatus(ctx context.Context, st task.Status) error {
+	if d.cfg.Finalizer == nil || st.Task == nil || !st.State.Final() {
+		return nil
+	}
+	return d.cfg.Finalizer.Finalize(ctx, st)
+}
+
 // handBack returns a delivery at shutdown, which is no fault of the task: on
-// its last delivery the task is republished as a fresh message (and the old
-// one acked) so that the hand-back does not exhaust it.
+// its last delivery the task is reissued as a fresh message so that the
+// hand-back does not exhaust it.
 func (f *flight) handBack(ctx context.Context, reason string) {
 	if f.attempt < f.d.cfg.MaxDeliver {
 		f.requeue(ctx, reason, 0)
@@ -67,15 +105,10 @@ func (f *flight) handBack(ctx context.Context, reason string) {
 	if !f.markQueued(opCtx, reason) {
 		return
 	}
-	err := retry(opCtx, func() error {
-		return f.d.conn.Republish(opCtx, f.t.ID, f.msg.Data(), f.msg.Headers(), f.streamSeq)
-	})
-	if err != nil {
-		f.d.log.Warn("republish handed-back task", "task_id", f.t.ID, "err", err)
+	if err := retryOp(opCtx, func() error { return f.dl.Reissue(opCtx) }); err != nil {
+		f.d.log.Warn("reissue handed-back task", "task_id", f.t.ID, "err", err)
 		f.nak(0)
-		return
 	}
-	f.ack(opCtx)
 }
 
 // requeue hands the delivery back: state queued with reason, Nak after delay.
@@ -88,7 +121,7 @@ func (f *flight) requeue(ctx context.Context, reason string, delay time.Duration
 // markQueued records a hand-back in the state (when this delivery holds the
 // lease) and reports whether the delivery is still this worker's to return.
 func (f *flight) markQueued(ctx context.Context, reason string) bool {
-	if lease := f.lease.Load(); lease != nil {
+	if lease := f.leaseOf(); lease != nil {
 		opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 		err := lease.Requeue(opCtx, reason)
 		cancel()
@@ -104,41 +137,26 @@ func (f *flight) markQueued(ctx context.Context, reason string) bool {
 }
 
 func (f *flight) nak(delay time.Duration) {
-	var err error
-	if delay > 0 {
-		err = f.msg.NakWithDelay(delay)
-	} else {
-		err = nakNow(f.msg)
-	}
-	if err != nil {
+	if err := f.dl.Nak(delay); err != nil {
 		f.d.log.Warn("nak task", "task_id", f.t.ID, "err", err)
 	}
 }
 
-// nakNow hands msg back for redelivery at once. It is a Nak with an
-// explicit, negligible delay rather than a plain Nak: for a delayed Nak the
-// server also rewrites the delivery's time in the consumer's stored state
-// (as expired), while a plain Nak only queues the redelivery in memory. So
-// when the server stops right after (the embedded NATS of `wrench serve`
-// at shutdown), the restarted server redelivers the task at once instead of
-// after AckWait from its last heartbeat.
-func nakNow(msg jetstream.Msg) error { return msg.NakWithDelay(time.Nanosecond) }
-
 // ack acknowledges the delivery and waits for the server to confirm; if the
 // ack is lost the task is redelivered, found final and acked then.
 func (f *flight) ack(ctx context.Context) {
-	err := retry(ctx, func() error {
+	err := retryOp(ctx, func() error {
 		actx, cancel := context.WithTimeout(ctx, opTimeout)
 		defer cancel()
-		return f.msg.DoubleAck(actx)
+		return f.dl.Ack(actx)
 	})
 	if err != nil {
 		f.d.log.Warn("ack task", "task_id", f.t.ID, "err", err)
 	}
 }
 
-// retry calls fn until it succeeds, fails with a lost lease, or ctx ends.
-func retry(ctx context.Context, fn func() error) error {
+// retryOp calls fn until it succeeds, fails with a lost lease, or ctx ends.
+func retryOp(ctx context.Context, fn func() error) error {
 	wait := 100 * time.Millisecond
 	for {
 		err := fn()
@@ -161,7 +179,7 @@ func (d *Dispatcher) emit(ctx context.Context, ev task.Event) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	if err := d.conn.PublishEvent(ctx, ev); err != nil {
+	if err := d.q.Events.Publish(ctx, ev); err != nil {
 		d.log.Warn("publish event", "task_id", ev.TaskID, "kind", ev.Kind, "err", err)
 	}
 }

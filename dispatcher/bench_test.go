@@ -59,7 +59,7 @@ func BenchmarkDispatchOverhead(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		start := time.Now()
-		if _, _, err := c.Submit(context.Background(), newTask(fmt.Sprintf("t-b%d", i))); err != nil {
+		if _, _, err := c.Submissions().Submit(context.Background(), newTask(fmt.Sprintf("t-b%d", i))); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, (<-entered).Sub(start))
@@ -77,7 +77,7 @@ func BenchmarkThroughput(b *testing.B) {
 	e := startNATS(b, "127.0.0.1:0")
 	c := benchConn(b, e.ClientURL())
 	for i := range b.N {
-		if _, _, err := c.Submit(context.Background(), newTask(fmt.Sprintf("t-th%d", i))); err != nil {
+		if _, _, err := c.Submissions().Submit(context.Background(), newTask(fmt.Sprintf("t-th%d", i))); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -125,7 +125,7 @@ func BenchmarkMemoryPerInFlightTask(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		g0 := runtime.NumGoroutine()
 		for j := range n {
-			if _, _, err := c.Submit(context.Background(), newTask(fmt.Sprintf("t-mem%d-%d", i, j))); err != nil {
+			if _, _, err := c.Submissions().Submit(context.Background(), newTask(fmt.Sprintf("t-mem%d-%d", i, j))); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -163,12 +163,12 @@ func BenchmarkCancelLatency(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		id := fmt.Sprintf("t-c%d", i)
-		if _, _, err := c.Submit(context.Background(), newTask(id)); err != nil {
+		if _, _, err := c.Submissions().Submit(context.Background(), newTask(id)); err != nil {
 			b.Fatal(err)
 		}
 		<-started
 		start := time.Now()
-		if _, err := c.Cancel(context.Background(), id); err != nil {
+		if _, err := c.Submissions().Cancel(context.Background(), id); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, (<-stopped).Sub(start))

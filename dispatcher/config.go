@@ -60,8 +60,30 @@ type Config struct {
 	FetchWait time.Duration
 	// Observer receives metrics and trace hooks (NopObserver).
 	Observer Observer
+	// Finalizer, when set, carries out each final task's effects outside
+	// Wrench (see [Finalizer]).
+	Finalizer Finalizer
 	// Logger receives the dispatcher's log (discarded when nil).
 	Logger *slog.Logger
+}
+
+// Finalizer carries out a task's effects outside Wrench once its final
+// result is stored: a pull request, an issue comment. The dispatcher calls
+// it after storing a final result and before acknowledging the delivery;
+// on every later delivery of a task already final (a redelivery after a
+// worker died or was paused, a duplicate message), before acking it; and
+// after dead-lettering a task whose worker died on its last delivery. So
+// it runs at least once per final task, often more: it must be
+// idempotent, and exactly-once per effect is its job (an effects ledger).
+//
+// When it fails, the delivery is handed back with the backoff of
+// Config.Backoff, or sooner when the error has a RetryAfter() method (the
+// effects are claimed by another worker until then); the task stays
+// final and the next delivery finalizes again. On the last delivery the
+// failure is logged and reported as an error event and the delivery
+// acknowledged.
+type Finalizer interface {
+	Finalize(ctx context.Context, st task.Status) error
 }
 
 // Defaults for zero Config fields.

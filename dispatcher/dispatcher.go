@@ -9,9 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/wrenchworks/wrench/queue"
 )
 
@@ -30,7 +27,7 @@ const lagInterval = 5 * time.Second
 // once its final result is stored, Nak with backoff on infrastructure faults,
 // Term for invalid tasks, dead letter when deliveries run out.
 type Dispatcher struct {
-	conn   *queue.Conn
+	q      Queue
 	runner Runner
 	cfg    Config
 	log    *slog.Logger
@@ -38,6 +35,8 @@ type Dispatcher struct {
 
 	started  atomic.Bool
 	slots    chan struct{} // one per running task
+	busyMu   sync.Mutex    // orders the busy count's reports
+	busy     int           // slots held by a delivery (not by a fetch that waits)
 	inbox    chan struct{} // one per delivery held: running or waiting
 	handlers sync.WaitGroup
 
@@ -47,18 +46,18 @@ type Dispatcher struct {
 	repoCh  chan struct{} // closed and replaced when a repo slot frees
 }
 
-// New returns a dispatcher that runs tasks from conn with runner. It does
+// New returns a dispatcher that runs tasks from q with runner. It does
 // nothing until [Dispatcher.Run].
-func New(conn *queue.Conn, runner Runner, cfg Config) (*Dispatcher, error) {
-	if conn == nil || runner == nil {
-		return nil, errors.New("dispatcher: conn and runner are required")
+func New(q Queue, runner Runner, cfg Config) (*Dispatcher, error) {
+	if !q.complete() || runner == nil {
+		return nil, errors.New("dispatcher: every role of the queue and a runner are required")
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	return &Dispatcher{
-		conn:    conn,
+		q:       q,
 		runner:  runner,
 		cfg:     cfg,
 		log:     cfg.Logger.With("worker", cfg.WorkerID),
@@ -69,6 +68,23 @@ func New(conn *queue.Conn, runner Runner, cfg Config) (*Dispatcher, error) {
 		repos:   make(map[string]int),
 		repoCh:  make(chan struct{}),
 	}, nil
+}
+
+// OpenQueue creates (or updates) the consumer every dispatcher shares, with
+// cfg's AckWait and MaxDeliver (defaults applied as [New] does), without
+// running anything. A process that serves the API but runs no tasks calls
+// it, so that the consumer exists before any worker starts: an autoscaler
+// that reads the consumer's lag (KEDA's nats-jetstream scaler) can then
+// scale workers up from zero.
+func OpenQueue(ctx context.Context, w Work, cfg Config) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	if err := w.Open(ctx, queue.ConsumerConfig{AckWait: cfg.AckWait, MaxDeliver: cfg.MaxDeliver}); err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
+	}
+	return nil
 }
 
 // WorkerID returns the id this dispatcher writes into task states.
@@ -83,12 +99,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if !d.started.CompareAndSwap(false, true) {
 		return errors.New("dispatcher: Run called twice")
 	}
-	cons, err := d.conn.TaskConsumer(ctx, d.consumerConfig())
+	err := d.q.Work.Open(ctx, queue.ConsumerConfig{AckWait: d.cfg.AckWait, MaxDeliver: d.cfg.MaxDeliver})
 	if err == nil {
-		var deadCons jetstream.Consumer
-		if deadCons, err = d.conn.DeadLetterAdvisories(ctx); err == nil {
-			return d.run(ctx, cons, deadCons)
-		}
+		return d.run(ctx)
 	}
 	if ctx.Err() != nil {
 		return nil // stopped before it started
@@ -96,29 +109,25 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	return fmt.Errorf("dispatcher: %w", err)
 }
 
-func (d *Dispatcher) consumerConfig() queue.ConsumerConfig {
-	return queue.ConsumerConfig{AckWait: d.cfg.AckWait, MaxDeliver: d.cfg.MaxDeliver}
-}
-
-func (d *Dispatcher) run(ctx context.Context, cons, deadCons jetstream.Consumer) error {
+func (d *Dispatcher) run(ctx context.Context) error {
 	// Background helpers and runs outlive ctx: they stop on their own
 	// schedule during shutdown.
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	runBase, stopRuns := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopRuns(errShutdown)
-	cancels, err := d.conn.WatchCancels(bg)
+	cancels, err := d.q.States.WatchCancels(bg)
 	if err != nil {
 		stopBg()
 		return fmt.Errorf("dispatcher: %w", err)
 	}
 	var bgWG sync.WaitGroup
 	bgWG.Go(func() { d.routeCancels(cancels) })
-	bgWG.Go(func() { d.deadLetterLoop(bg, deadCons) })
-	bgWG.Go(func() { d.lagLoop(bg, cons) })
+	bgWG.Go(func() { d.deadLetterLoop(bg) })
+	bgWG.Go(func() { d.lagLoop(bg) })
 
 	d.log.Info("dispatcher started", "slots", d.cfg.Slots, "ack_wait", d.cfg.AckWait, "max_deliver", d.cfg.MaxDeliver)
 	d.obs.Slots(0, d.cfg.Slots)
-	d.fetchLoop(ctx, cons, runBase)
+	d.fetchLoop(ctx, runBase)
 
 	n := d.inFlight()
 	d.log.Info("dispatcher stopping: no more fetches", "in_flight", n, "grace", d.cfg.Grace)
@@ -139,7 +148,7 @@ func (d *Dispatcher) run(ctx context.Context, cons, deadCons jetstream.Consumer)
 // needs room in the inbox, which bounds the deliveries this worker holds
 // (2 x Slots): those running, and those waiting without a slot for their
 // repository's turn (see holdRepo).
-func (d *Dispatcher) fetchLoop(ctx context.Context, cons jetstream.Consumer, runBase context.Context) {
+func (d *Dispatcher) fetchLoop(ctx context.Context, runBase context.Context) {
 	failures := 0
 	for {
 		select {
@@ -152,15 +161,7 @@ func (d *Dispatcher) fetchLoop(ctx context.Context, cons jetstream.Consumer, run
 			<-d.inbox
 			return
 		}
-		msg, err := d.fetchOne(cons)
-		if isConsumerGone(err) {
-			// Deleted (by an operator, or lost with a server): put it
-			// back; CreateOrUpdate is idempotent.
-			if c, cerr := d.conn.TaskConsumer(ctx, d.consumerConfig()); cerr == nil {
-				cons = c
-				d.log.Warn("workers consumer was missing; recreated")
-			}
-		}
+		msg, err := d.q.Work.Next(ctx, d.cfg.FetchWait)
 		if err != nil || msg == nil {
 			s.release()
 			<-d.inbox
@@ -180,9 +181,10 @@ func (d *Dispatcher) fetchLoop(ctx context.Context, cons jetstream.Consumer, run
 		if msg == nil {
 			continue
 		}
+		s.work()
 		if ctx.Err() != nil {
 			// Fetched while stopping: hand it straight back.
-			nakNow(msg)
+			_ = msg.Nak(0)
 			s.release()
 			<-d.inbox
 			return
@@ -198,10 +200,13 @@ func (d *Dispatcher) fetchLoop(ctx context.Context, cons jetstream.Consumer, run
 }
 
 // runSlot is one delivery's claim on one of the Slots. It is used by one
-// goroutine at a time.
+// goroutine at a time. A slot is taken before the fetch, so a task never
+// arrives without room to run; it counts as busy (the free-slots metric)
+// only once it holds a delivery, so an idle worker reports every slot free.
 type runSlot struct {
-	d    *Dispatcher
-	held bool
+	d       *Dispatcher
+	held    bool
+	working bool // a delivery is attached: a held slot is busy
 }
 
 // acquire waits for a free slot (at once when this claim holds one).
@@ -215,8 +220,18 @@ func (s *runSlot) acquire(ctx context.Context) error {
 		return context.Cause(ctx)
 	}
 	s.held = true
-	s.d.obs.Slots(len(s.d.slots), s.d.cfg.Slots)
+	if s.working {
+		s.d.reportSlots(1)
+	}
 	return nil
+}
+
+// work attaches the delivery just fetched to the slot: it is busy now.
+func (s *runSlot) work() {
+	s.working = true
+	if s.held {
+		s.d.reportSlots(1)
+	}
 }
 
 // release frees the slot, if this claim holds one.
@@ -226,26 +241,18 @@ func (s *runSlot) release() {
 	}
 	<-s.d.slots
 	s.held = false
-	s.d.obs.Slots(len(s.d.slots), s.d.cfg.Slots)
+	if s.working {
+		s.d.reportSlots(-1)
+	}
 }
 
-// fetchOne waits up to FetchWait for one task; nil when none came.
-func (d *Dispatcher) fetchOne(cons jetstream.Consumer) (jetstream.Msg, error) {
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(d.cfg.FetchWait))
-	if err != nil {
-		return nil, err
-	}
-	var msg jetstream.Msg
-	for m := range batch.Messages() {
-		msg = m
-	}
-	if msg != nil {
-		return msg, nil
-	}
-	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
-		return nil, err
-	}
-	return nil, nil
+// reportSlots changes the busy count by delta and tells the observer, in
+// the order the changes happen.
+func (d *Dispatcher) reportSlots(delta int) {
+	d.busyMu.Lock()
+	defer d.busyMu.Unlock()
+	d.busy += delta
+	d.obs.Slots(d.busy, d.cfg.Slots)
 }
 
 func (d *Dispatcher) inFlight() int {
@@ -268,13 +275,12 @@ func (d *Dispatcher) routeCancels(ids <-chan string) {
 }
 
 // lagLoop reports the consumer's backlog every lagInterval.
-func (d *Dispatcher) lagLoop(ctx context.Context, cons jetstream.Consumer) {
+func (d *Dispatcher) lagLoop(ctx context.Context) {
 	tick := time.NewTicker(lagInterval)
 	defer tick.Stop()
 	for {
-		info, err := cons.Info(ctx)
-		if err == nil {
-			d.obs.ConsumerLag(info.NumPending, uint64(info.NumAckPending))
+		if pending, ackPending, err := d.q.Work.Lag(ctx); err == nil {
+			d.obs.ConsumerLag(pending, ackPending)
 		}
 		select {
 		case <-ctx.Done():
@@ -284,57 +290,36 @@ func (d *Dispatcher) lagLoop(ctx context.Context, cons jetstream.Consumer) {
 	}
 }
 
-// deadLetterLoop handles the captured max-deliveries advisories: a task whose
-// worker died on its last delivery gets a failed result and goes to the
-// dead-letter stream.
-func (d *Dispatcher) deadLetterLoop(ctx context.Context, cons jetstream.Consumer) {
+// buryWait is how long one look for an exhausted task waits.
+const buryWait = 5 * time.Second
+
+// deadLetterLoop handles tasks whose worker died on their last delivery:
+// each gets a failed result and goes to the dead-letter stream.
+func (d *Dispatcher) deadLetterLoop(ctx context.Context) {
 	for ctx.Err() == nil {
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
+		b, err := d.q.Work.BuryExhausted(ctx, buryWait)
 		if err != nil {
-			cancel()
+			if ctx.Err() == nil {
+				d.log.Debug("dead-letter exhausted task", "err", err)
+			}
 			select {
 			case <-time.After(time.Second):
 			case <-ctx.Done():
 			}
 			continue
 		}
-		for m := range batch.Messages() {
-			d.bury(ctx, m)
+		if b.TaskID == "" {
+			continue
 		}
-		cancel()
-		if err := batch.Error(); isConsumerGone(err) {
-			if c, cerr := d.conn.DeadLetterAdvisories(ctx); cerr == nil {
-				cons = c
-			}
-		}
-	}
-}
-
-// isConsumerGone reports a fetch error that recreating the consumer cures.
-func isConsumerGone(err error) bool {
-	return errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, nats.ErrNoResponders)
-}
-
-func (d *Dispatcher) bury(ctx context.Context, m jetstream.Msg) {
-	adv, err := queue.ParseDeliveryExceeded(m.Data())
-	if err != nil {
-		d.log.Error("drop undecodable advisory", "err", err)
-		_ = m.Term()
-		return
-	}
-	b, err := d.conn.BuryExhausted(ctx, adv)
-	if err != nil {
-		d.log.Warn("dead-letter exhausted task", "stream_seq", adv.StreamSeq, "err", err)
-		_ = m.NakWithDelay(time.Second)
-		return
-	}
-	if b.TaskID != "" {
-		d.log.Warn("task dead-lettered: deliveries exhausted", "task_id", b.TaskID, "deliveries", adv.Deliveries)
+		d.log.Warn("task dead-lettered: deliveries exhausted", "task_id", b.TaskID, "reason", b.Reason)
 		d.obs.TaskDeadLettered(ctx, b.TaskID, b.Reason)
 		if b.Settled && b.Status.Result != nil {
 			d.obs.TaskFinished(ctx, *b.Status.Result, 0)
 		}
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		if err := d.finalizeStatus(fctx, b.Status); err != nil {
+			d.log.Error("finalize dead-lettered task", "task_id", b.TaskID, "err", err)
+		}
+		cancel()
 	}
-	_ = m.Ack()
 }

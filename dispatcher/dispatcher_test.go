@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/internal/natstest"
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -28,14 +27,14 @@ func TestResolvesTaskAndStoresResult(t *testing.T) {
 	if len(st.Result.Artifacts) != 1 || st.Result.Artifacts[0] != "patch.diff" || st.Result.Timings.QueueWait <= 0 {
 		t.Fatalf("result = %+v", st.Result)
 	}
-	b, err := c.Artifact(context.Background(), "t-ok", "patch.diff")
+	b, err := c.Artifacts().Get(context.Background(), "t-ok", "patch.diff")
 	if err != nil || string(b) != "--- a\n+++ b\n" {
 		t.Fatalf("artifact = %q, %v", b, err)
 	}
 	if got := r.runs("t-ok"); len(got) != 1 {
 		t.Fatalf("runs = %v, want one", got)
 	}
-	waitFor(t, "the task message to be acked", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	waitFor(t, "the task message to be acked", func() bool { return natstest.StreamMsgs(t, e, queue.TasksStream) == 0 })
 }
 
 // A task delivered again after its result is final is acked without
@@ -48,16 +47,20 @@ func TestRedeliveryOfFinalTaskIsAckedWithoutRunning(t *testing.T) {
 	tk := newTask("t-once")
 	submit(t, c, tk)
 	waitFinal(t, c, tk.ID)
-	waitFor(t, "the task message to be acked", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	waitFor(t, "the task message to be acked", func() bool { return natstest.StreamMsgs(t, e, queue.TasksStream) == 0 })
 
 	// The same task again, past the duplicate window's reach (another id).
-	publishRaw(t, c, tk.ID, mustJSON(t, tk), "another-msg-id")
-	waitFor(t, "the copy to be acked", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	publishRaw(t, e, tk.ID, mustJSON(t, tk), "another-msg-id")
+	waitFor(t, "the copy to be acked", func() bool { return natstest.StreamMsgs(t, e, queue.TasksStream) == 0 })
 	if got := r.runs(tk.ID); len(got) != 1 {
 		t.Fatalf("runs = %v, want exactly one", got)
 	}
 }
 
+// TestInvalidTasksAreRejectedAndTerminated: a message that does not decode
+// to the task its subject names is rejected and terminated without reaching
+// the runner; one that decodes but breaks task.Validate (published past the
+// queue's Submit) is rejected by the runner's own check, as the worker's.
 func TestInvalidTasksAreRejectedAndTerminated(t *testing.T) {
 	e := startNATS(t, "")
 	c := connect(t, e)
@@ -74,7 +77,7 @@ func TestInvalidTasksAreRejectedAndTerminated(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			publishRaw(t, c, tc.id, []byte(tc.body), tc.id)
+			publishRaw(t, e, tc.id, []byte(tc.body), tc.id)
 			st := waitFinal(t, c, tc.id)
 			if st.State != task.StateRejected || st.Result == nil || !strings.Contains(st.Reason, tc.reason) {
 				t.Fatalf("status = %+v, want rejected mentioning %q", st, tc.reason)
@@ -82,12 +85,12 @@ func TestInvalidTasksAreRejectedAndTerminated(t *testing.T) {
 		})
 	}
 	// A message whose subject names no valid task is terminated too.
-	if _, err := c.JetStream().Publish(context.Background(), queue.TaskSubjectPrefix+"a.b", []byte("{}")); err != nil {
+	if _, err := natstest.JetStream(t, e).Publish(context.Background(), queue.TaskSubjectPrefix+"a.b", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "all invalid messages to be terminated", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
-	if n := r.total(); n != 0 {
-		t.Fatalf("runner ran %d tasks, want none", n)
+	waitFor(t, "all invalid messages to be terminated", func() bool { return natstest.StreamMsgs(t, e, queue.TasksStream) == 0 })
+	if n := r.total(); n != 2 {
+		t.Fatalf("runner ran %d tasks, want the two that decode", n)
 	}
 }
 
@@ -135,10 +138,10 @@ func TestRetryExhaustedGoesToDeadLetter(t *testing.T) {
 	if st.State != task.StateFailed || !strings.Contains(st.Reason, "deliveries exhausted (2)") || !strings.Contains(st.Reason, "clone: connection refused") {
 		t.Fatalf("status = %+v", st)
 	}
-	if _, err := c.DeadLetters().GetLastMsgForSubject(context.Background(), queue.DeadLetterSubjectPrefix+"t-exh"); err != nil {
+	if _, err := natstest.Stream(t, e, queue.DeadLetterStream).GetLastMsgForSubject(context.Background(), queue.DeadLetterSubjectPrefix+"t-exh"); err != nil {
 		t.Fatalf("no dead letter: %v", err)
 	}
-	waitFor(t, "the task message to be terminated", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	waitFor(t, "the task message to be terminated", func() bool { return natstest.StreamMsgs(t, e, queue.TasksStream) == 0 })
 	if got := r.runs("t-exh"); len(got) != 2 {
 		t.Fatalf("runs = %v, want 2", got)
 	}
@@ -152,14 +155,14 @@ func TestWorkerLostOnLastDeliveryIsDeadLettered(t *testing.T) {
 	e := startNATS(t, "")
 	c := connect(t, e)
 	cfg := dispatcher.Config{AckWait: 300 * time.Millisecond, MaxDeliver: 2}
-	cons, err := c.TaskConsumer(context.Background(), queue.ConsumerConfig{AckWait: cfg.AckWait, MaxDeliver: cfg.MaxDeliver})
-	if err != nil {
+	w := c.Work()
+	if err := w.Open(context.Background(), queue.ConsumerConfig{AckWait: cfg.AckWait, MaxDeliver: cfg.MaxDeliver}); err != nil {
 		t.Fatal(err)
 	}
 	submit(t, c, newTask("t-lost"))
 	for range 2 { // two deliveries to a "worker" that dies each time
-		if _, err := cons.Next(jetstream.FetchMaxWait(waitLimit)); err != nil {
-			t.Fatal(err)
+		if d, err := w.Next(context.Background(), waitLimit); err != nil || d == nil {
+			t.Fatal(d, err)
 		}
 	}
 	r := newFakeRunner()
@@ -168,10 +171,10 @@ func TestWorkerLostOnLastDeliveryIsDeadLettered(t *testing.T) {
 	if st.State != task.StateFailed || !strings.Contains(st.Reason, "deliveries exhausted (2)") {
 		t.Fatalf("status = %+v", st)
 	}
-	if _, err := c.DeadLetters().GetLastMsgForSubject(context.Background(), queue.DeadLetterSubjectPrefix+"t-lost"); err != nil {
+	if _, err := natstest.Stream(t, e, queue.DeadLetterStream).GetLastMsgForSubject(context.Background(), queue.DeadLetterSubjectPrefix+"t-lost"); err != nil {
 		t.Fatalf("no dead letter: %v", err)
 	}
-	waitFor(t, "the exhausted message to be removed", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	waitFor(t, "the exhausted message to be removed", func() bool { return natstest.StreamMsgs(t, e, queue.TasksStream) == 0 })
 	if got := r.runs("t-lost"); len(got) != 0 {
 		t.Fatalf("runs = %v, want none", got)
 	}
@@ -197,11 +200,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	for _, cfg := range []dispatcher.Config{
 		{Slots: -1}, {PerRepoLimit: -1}, {Grace: -time.Second}, {AckWait: time.Millisecond}, {MaxDeliver: -2},
 	} {
-		if _, err := dispatcher.New(c, newFakeRunner(), cfg); err == nil {
+		if _, err := dispatcher.New(dispatcher.NATS(c), newFakeRunner(), cfg); err == nil {
 			t.Errorf("New accepted %+v", cfg)
 		}
 	}
-	if _, err := dispatcher.New(nil, newFakeRunner(), dispatcher.Config{}); err == nil {
+	if _, err := dispatcher.New(dispatcher.Queue{}, newFakeRunner(), dispatcher.Config{}); err == nil {
 		t.Error("New accepted a nil conn")
 	}
 }
@@ -223,7 +226,7 @@ func TestDeletedConsumerIsRecreated(t *testing.T) {
 	obs := newRecordingObserver()
 	runDispatcher(t, newDispatcher(t, c, newFakeRunner(), dispatcher.Config{Observer: obs}))
 	waitFor(t, "the dispatcher to start", func() bool { return obs.count("slots") > 0 })
-	if err := c.TaskStream().DeleteConsumer(context.Background(), queue.WorkersConsumer); err != nil {
+	if err := natstest.Stream(t, e, queue.TasksStream).DeleteConsumer(context.Background(), queue.WorkersConsumer); err != nil {
 		t.Fatal(err)
 	}
 	submit(t, c, newTask("t-recreated"))

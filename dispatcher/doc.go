@@ -1,6 +1,9 @@
 // Package dispatcher owns the work queue's consumer and the acknowledgement
 // lifecycle of every task delivery; it runs tasks through a [Runner] (the
-// worker package implements it).
+// worker package implements it). It reaches the queue through the small
+// interfaces of [Queue] ([NATS] binds them to a queue.Conn), and the mapping
+// from how a run ended to the delivery's acknowledgement is one pure
+// function (decide), tested as a table.
 //
 // For each delivery, fetched only when one of Config.Slots is free:
 //

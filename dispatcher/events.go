@@ -120,7 +120,7 @@ func (p *eventPump) loop() {
 	d := p.f.d
 	for ev := range p.ch {
 		if ev.Kind == task.EventState && (ev.State == task.StateVerifying || ev.State == task.StateRunning) {
-			if lease := p.f.lease.Load(); lease != nil {
+			if lease := p.f.leaseOf(); lease != nil {
 				ctx, cancel := context.WithTimeout(p.pubCtx, opTimeout)
 				err := lease.Update(ctx, func(s *task.Status) { s.State = ev.State })
 				cancel()

@@ -35,7 +35,7 @@ func TestRunnerEventsStateAndProgress(t *testing.T) {
 	runDispatcher(t, newDispatcher(t, c, r, dispatcher.Config{Observer: obs}))
 	submit(t, c, newTask("t-ev"))
 	waitFor(t, "verifying state with progress", func() bool {
-		st, err := c.Status(context.Background(), "t-ev")
+		st, err := c.States().Status(context.Background(), "t-ev")
 		return err == nil && st.State == task.StateVerifying && st.Progress != nil &&
 			st.Progress.Turn == 1 && st.Progress.LastTool == "bash" && st.Progress.Tokens == 100
 	})
@@ -122,7 +122,7 @@ func TestTraceContextReachesRunner(t *testing.T) {
 		TraceID: trace.TraceID{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9}, SpanID: trace.SpanID{7, 7, 7, 7, 7, 7, 7, 7},
 		TraceFlags: trace.FlagsSampled,
 	})
-	if _, _, err := submitter.Submit(trace.ContextWithSpanContext(context.Background(), sc), newTask("t-tr")); err != nil {
+	if _, _, err := submitter.Submissions().Submit(trace.ContextWithSpanContext(context.Background(), sc), newTask("t-tr")); err != nil {
 		t.Fatal(err)
 	}
 	if s := <-got; s.TraceID() != sc.TraceID() || s.SpanID() != sc.SpanID() {
@@ -158,7 +158,7 @@ func TestResultEventFollowsStoredFinalState(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	ch, err := c.Events(ctx, "t-res", 0)
+	ch, err := c.Events().Follow(ctx, "t-res", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestResultEventFollowsStoredFinalState(t *testing.T) {
 			}
 		}
 		if ev.Kind == task.EventResult {
-			st, err := c.Status(ctx, "t-res")
+			st, err := c.States().Status(ctx, "t-res")
 			if err != nil || !st.State.Final() {
 				t.Fatalf("result event (%s) while the stored state is %s (%v)", ev.State, st.State, err)
 			}

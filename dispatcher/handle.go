@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -24,14 +22,21 @@ const (
 // flight is one delivery being handled.
 type flight struct {
 	d         *Dispatcher
-	msg       jetstream.Msg
+	dl        *Delivery
 	t         task.Task
 	attempt   int
-	streamSeq uint64
 	queueWait time.Duration
 	cancel    context.CancelCauseFunc
-	lease     atomic.Pointer[queue.Lease]
+	lease     atomic.Pointer[Lease]
 	events    atomic.Pointer[eventPump]
+}
+
+// leaseOf returns the flight's lease, nil before it has one.
+func (f *flight) leaseOf() Lease {
+	if p := f.lease.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (d *Dispatcher) track(f *flight) {
@@ -48,26 +53,20 @@ func (d *Dispatcher) untrack(f *flight) {
 
 // handle takes one delivery from decoding to its acknowledgement; s is the
 // run slot it was fetched with.
-func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg, s *runSlot) {
-	md, err := msg.Metadata()
+func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
+	attempt := dl.Attempt
+	t, err := decodeTask(dl.Data, dl.TaskID)
 	if err != nil {
-		d.log.Error("drop message without metadata", "subject", msg.Subject(), "err", err)
-		_ = msg.Term()
+		d.reject(runBase, dl, t, err)
 		return
 	}
-	attempt := int(md.NumDelivered)
-	id := queue.TaskIDFromSubject(msg.Subject())
-	t, err := decodeTask(msg.Data(), id)
-	if err != nil {
-		d.reject(runBase, msg, id, attempt, t, err)
-		return
+	base := runBase
+	if dl.Trace != nil {
+		base = dl.Trace(base)
 	}
-	ctx, cancel := context.WithCancelCause(d.conn.ExtractTrace(runBase, msg.Headers()))
+	ctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
-	f := &flight{
-		d: d, msg: msg, t: t, attempt: attempt, cancel: cancel,
-		streamSeq: md.Sequence.Stream, queueWait: time.Since(md.Timestamp),
-	}
+	f := &flight{d: d, dl: dl, t: t, attempt: attempt, cancel: cancel, queueWait: time.Since(dl.Published)}
 	d.track(f)
 	defer d.untrack(f)
 	hb := f.startHeartbeat()
@@ -83,11 +82,15 @@ func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg, s *runSl
 	}
 
 	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-	lease, _, err := d.conn.Acquire(opCtx, t, attempt, d.cfg.WorkerID)
+	lease, prev, err := d.q.States.Acquire(opCtx, t, attempt, d.cfg.WorkerID)
 	opCancel()
 	if errors.Is(err, queue.ErrFinal) {
 		d.log.Info("delivery of a final task acked without running", "task_id", t.ID, "attempt", attempt)
-		f.ack(ctx)
+		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer fcancel()
+		if f.finalize(fctx, prev) {
+			f.ack(fctx)
+		}
 		return
 	}
 	if err != nil {
@@ -96,10 +99,10 @@ func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg, s *runSl
 		d.obs.TaskRequeued(ctx, t.ID, attempt, "retry: state store unavailable")
 		return
 	}
-	f.lease.Store(lease)
+	f.lease.Store(&lease)
 	d.emit(context.WithoutCancel(ctx), task.Event{TaskID: t.ID, Kind: task.EventState, State: task.StateRunning})
 	opCtx, opCancel = context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-	if ok, err := d.conn.CancelRequested(opCtx, t.ID); ok {
+	if ok, err := d.q.States.CancelRequested(opCtx, t.ID); ok {
 		cancel(errCancelled)
 	} else if err != nil {
 		d.log.Warn("check cancel request", "task_id", t.ID, "err", err)
@@ -118,11 +121,13 @@ func (d *Dispatcher) handle(runBase context.Context, msg jetstream.Msg, s *runSl
 	elapsed := time.Since(start)
 	cause := context.Cause(ctx) // before anything else can cancel ctx
 	pump.close()
-	f.conclude(runCtx, rep, cause, elapsed)
+	f.conclude(runCtx, decide(rep, cause, attempt, d.cfg), rep.Artifacts, elapsed)
 }
 
-// decodeTask parses and validates a task message. The message subject names
-// the task; a body naming another id is invalid.
+// decodeTask parses a task message. The message subject names the task; a
+// body naming another id is invalid. The task's own rules were checked
+// where it was submitted (queue.Submissions.Submit), and the worker checks
+// them again before any work: they are not checked a third time here.
 func decodeTask(data []byte, id string) (task.Task, error) {
 	t, err := task.Decode(data)
 	if err != nil {
@@ -131,10 +136,7 @@ func decodeTask(data []byte, id string) (task.Task, error) {
 	if t.ID == "" {
 		t.ID = id
 	}
-	if err := t.Validate(); err != nil {
-		return t, err
-	}
-	if id == "" || t.ID != id {
+	if !task.ValidID(id) || t.ID != id {
 		return t, &task.ValidationError{Fields: []task.FieldError{{Field: "id", Problem: fmt.Sprintf("%q does not match the message subject", t.ID)}}}
 	}
 	return t, nil
@@ -142,85 +144,61 @@ func decodeTask(data []byte, id string) (task.Task, error) {
 
 // reject ends an invalid task: a rejected result (when the task can be
 // named) and Term, so it is never delivered again.
-func (d *Dispatcher) reject(ctx context.Context, msg jetstream.Msg, id string, attempt int, t task.Task, verr error) {
+func (d *Dispatcher) reject(ctx context.Context, dl *Delivery, t task.Task, verr error) {
+	id := dl.TaskID
 	d.log.Warn("reject invalid task", "task_id", id, "err", verr)
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	defer cancel()
 	if id != "" {
 		var tp *task.Task
 		if t.ID == id {
 			tp = &t
 		}
-		res := task.Result{Status: task.StateRejected, Reason: verr.Error(), Attempt: attempt, Worker: d.cfg.WorkerID}
-		opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-		defer cancel()
-		st, written, err := d.conn.Settle(opCtx, id, tp, res)
+		res := task.Result{Status: task.StateRejected, Reason: verr.Error(), Attempt: dl.Attempt, Worker: d.cfg.WorkerID}
+		st, written, err := d.q.States.Settle(opCtx, id, tp, res)
 		if err != nil {
 			d.log.Warn("record rejection", "task_id", id, "err", err)
-			_ = msg.NakWithDelay(d.cfg.backoff(attempt))
+			_ = dl.Nak(d.cfg.backoff(dl.Attempt))
 			return
 		}
 		if written {
 			d.emit(opCtx, queue.ResultEvent(st))
 			d.obs.TaskFinished(ctx, *st.Result, 0)
 		}
+		if err := d.finalizeStatus(opCtx, st); err != nil {
+			d.log.Warn("finalize rejected task", "task_id", id, "err", err)
+		}
 	}
-	if err := msg.Term(); err != nil {
+	if err := dl.Term(opCtx, ""); err != nil {
 		d.log.Warn("term invalid task", "task_id", id, "err", err)
 	}
 }
 
-// conclude maps how the run ended to the task's final state and the
-// delivery's acknowledgement.
-func (f *flight) conclude(ctx context.Context, rep task.Report, cause error, elapsed time.Duration) {
+// conclude carries out the verdict on how the run ended.
+func (f *flight) conclude(ctx context.Context, v verdict, artifacts map[string][]byte, elapsed time.Duration) {
 	d, t := f.d, f.t
-	switch {
-	case errors.Is(cause, errLostLease):
-		// Another worker holds the current delivery: leave it alone.
+	switch v.action {
+	case discard:
 		d.log.Warn("task taken over by another worker; result discarded", "task_id", t.ID, "attempt", f.attempt)
-	case cause != nil && rep.Result.Status == task.StateResolved && !rep.Retry:
-		// The work was done before the cancellation or shutdown took
-		// hold: keep it.
-		f.finish(ctx, rep.Result, rep.Artifacts, elapsed, f.ack)
-	case errors.Is(cause, errShutdown):
+	case finish:
+		f.finish(ctx, v.result, artifacts, elapsed, f.ack)
+	case handBack:
 		d.log.Info("hand back task at shutdown", "task_id", t.ID, "attempt", f.attempt)
-		f.handBack(ctx, "worker shutdown: handed back")
+		f.handBack(ctx, v.reason)
 		d.obs.TaskRequeued(ctx, t.ID, f.attempt, "shutdown")
-	case errors.Is(cause, errCancelled):
-		res := rep.Result
-		res.Status = task.StateCancelled
-		res.Reason = "cancelled"
-		f.finish(ctx, res, rep.Artifacts, elapsed, f.ack)
-	case rep.Retry && f.attempt < d.cfg.MaxDeliver:
-		reason := "retry: " + orUnknown(rep.Result.Reason)
-		d.log.Warn("infrastructure fault; task handed back", "task_id", t.ID, "attempt", f.attempt, "reason", rep.Result.Reason)
-		f.requeue(ctx, reason, d.cfg.backoff(f.attempt))
-		d.obs.TaskRequeued(ctx, t.ID, f.attempt, reason)
-	case rep.Retry:
-		reason := fmt.Sprintf("deliveries exhausted (%d): %s", f.attempt, orUnknown(rep.Result.Reason))
-		res := rep.Result
-		res.Status = task.StateFailed
-		res.Reason = reason
-		opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-		defer cancel()
-		err := retry(opCtx, func() error {
-			return d.conn.DeadLetter(opCtx, t.ID, f.msg.Data(), f.msg.Headers(), f.streamSeq, f.attempt, reason)
-		})
-		if err != nil {
-			d.log.Error("dead-letter task", "task_id", t.ID, "err", err)
-		} else {
-			d.obs.TaskDeadLettered(ctx, t.ID, reason)
-		}
-		f.finish(ctx, res, rep.Artifacts, elapsed, func(context.Context) {
-			if err := f.msg.Term(); err != nil {
-				d.log.Warn("term dead task", "task_id", t.ID, "err", err)
+	case retry:
+		d.log.Warn("infrastructure fault; task handed back", "task_id", t.ID, "attempt", f.attempt, "reason", v.reason)
+		f.requeue(ctx, v.reason, v.delay)
+		d.obs.TaskRequeued(ctx, t.ID, f.attempt, v.reason)
+	case bury:
+		f.finish(ctx, v.result, artifacts, elapsed, func(ctx context.Context) {
+			err := retryOp(ctx, func() error { return f.dl.Term(ctx, v.result.Reason) })
+			if err != nil {
+				d.log.Error("dead-letter task", "task_id", t.ID, "err", err)
+				return
 			}
+			d.obs.TaskDeadLettered(ctx, t.ID, v.result.Reason)
 		})
-	default:
-		res := rep.Result
-		if !res.Status.Final() {
-			res.Status = task.StateFailed
-			res.Reason = fmt.Sprintf("runner returned no final state (%q): %s", rep.Result.Status, rep.Result.Reason)
-		}
-		f.finish(ctx, res, rep.Artifacts, elapsed, f.ack)
 	}
 }
 
@@ -234,11 +212,4 @@ func mergeNames(a, b []string) []string {
 		}
 	}
 	return out
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown infrastructure fault"
-	}
-	return s
 }

@@ -47,18 +47,18 @@ func (f *flight) startHeartbeat() *heartbeat {
 				return
 			case <-prog.C:
 				f.flushProgress()
-				if ticks++; ticks%2 == 0 && f.lease.Load() != nil {
+				if ticks++; ticks%2 == 0 && f.leaseOf() != nil {
 					ctx, cancel := context.WithTimeout(context.Background(), progressInterval)
-					if ok, _ := d.conn.CancelRequested(ctx, f.t.ID); ok {
+					if ok, _ := d.q.States.CancelRequested(ctx, f.t.ID); ok {
 						f.cancel(errCancelled)
 					}
 					cancel()
 				}
 			case <-beat.C:
-				if err := f.msg.InProgress(); err != nil {
+				if err := f.dl.InProgress(); err != nil {
 					d.log.Warn("heartbeat", "task_id", f.t.ID, "err", err)
 				}
-				lease := f.lease.Load()
+				lease := f.leaseOf()
 				if lease == nil {
 					continue
 				}
@@ -77,7 +77,7 @@ func (f *flight) startHeartbeat() *heartbeat {
 
 // flushProgress writes the run's latest progress when it changed.
 func (f *flight) flushProgress() {
-	pump, lease := f.events.Load(), f.lease.Load()
+	pump, lease := f.events.Load(), f.leaseOf()
 	if pump == nil || lease == nil {
 		return
 	}

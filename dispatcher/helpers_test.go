@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/internal/natstest"
 	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/queue/natsserver"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -31,25 +32,15 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 // startNATS runs an in-process JetStream server for the test.
-func startNATS(t testing.TB, listen string) *queue.Embedded {
+func startNATS(t testing.TB, listen string) *natsserver.Server {
 	t.Helper()
-	e, err := queue.StartEmbedded(context.Background(), queue.EmbeddedConfig{DataDir: t.TempDir(), Listen: listen})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
-	return e
+	return natstest.Start(t, natsserver.Config{Listen: listen})
 }
 
 // connect opens a Conn to e (in-process).
-func connect(t testing.TB, e *queue.Embedded) *queue.Conn {
+func connect(t testing.TB, e *natsserver.Server) *queue.Conn {
 	t.Helper()
-	c, err := queue.Connect(context.Background(), queue.Config{ConnectOptions: []nats.Option{e.ConnectOption()}, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return natstest.Connect(t, e, func(cfg *queue.Config) { cfg.Logger = testLogger(t) })
 }
 
 // newTask is a valid task with the given id.
@@ -90,6 +81,11 @@ func (r *fakeRunner) Run(ctx context.Context, t task.Task, attempt int, onEvent 
 		case r.started <- t.ID:
 		default:
 		}
+	}
+	// As the worker does, before any work: a task that breaks its own
+	// rules is rejected.
+	if err := t.Validate(); err != nil {
+		return task.Report{Result: task.Result{Status: task.StateRejected, Reason: err.Error(), Fault: task.FaultInput}}
 	}
 	if r.behave != nil {
 		return r.behave(ctx, t, attempt, onEvent)
@@ -142,7 +138,7 @@ func newDispatcher(t testing.TB, c *queue.Conn, r dispatcher.Runner, cfg dispatc
 	if cfg.FetchWait == 0 {
 		cfg.FetchWait = 200 * time.Millisecond
 	}
-	d, err := dispatcher.New(c, r, cfg)
+	d, err := dispatcher.New(dispatcher.NATS(c), r, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +163,7 @@ func waitFinal(t testing.TB, c *queue.Conn, id string) task.Status {
 	var st task.Status
 	waitFor(t, "final state of "+id, func() bool {
 		var err error
-		st, err = c.Status(context.Background(), id)
+		st, err = c.States().Status(context.Background(), id)
 		return err == nil && st.State.Final()
 	})
 	return st
@@ -179,7 +175,7 @@ func waitState(t testing.TB, c *queue.Conn, id string, s task.State) task.Status
 	var st task.Status
 	waitFor(t, string(s)+" state of "+id, func() bool {
 		var err error
-		st, err = c.Status(context.Background(), id)
+		st, err = c.States().Status(context.Background(), id)
 		return err == nil && st.State == s
 	})
 	return st
@@ -187,7 +183,7 @@ func waitState(t testing.TB, c *queue.Conn, id string, s task.State) task.Status
 
 func submit(t testing.TB, c *queue.Conn, tk task.Task) task.Status {
 	t.Helper()
-	st, dup, err := c.Submit(context.Background(), tk)
+	st, dup, err := c.Submissions().Submit(context.Background(), tk)
 	if err != nil {
 		t.Fatalf("submit %s: %v", tk.ID, err)
 	}
@@ -218,25 +214,11 @@ func mustJSON(t testing.TB, v any) []byte {
 
 // publishRaw puts a message on the work queue the way a foreign publisher
 // would, bypassing Submit.
-func publishRaw(t testing.TB, c *queue.Conn, id string, body []byte, msgID string) {
+func publishRaw(t testing.TB, e *natsserver.Server, id string, body []byte, msgID string) {
 	t.Helper()
-	if _, err := c.JetStream().Publish(context.Background(), queue.TaskSubjectPrefix+id, body, jetstream.WithMsgID(msgID)); err != nil {
+	if _, err := natstest.JetStream(t, e).Publish(context.Background(), queue.TaskSubjectPrefix+id, body, jetstream.WithMsgID(msgID)); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// streamMsgs is how many messages a stream holds.
-func streamMsgs(t testing.TB, c *queue.Conn, name string) uint64 {
-	t.Helper()
-	s, err := c.JetStream().Stream(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
 }
 
 // events returns every event of a final task, through its result event.
@@ -244,7 +226,7 @@ func events(t testing.TB, c *queue.Conn, id string) []task.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	ch, err := c.Events(ctx, id, 0)
+	ch, err := c.Events().Follow(ctx, id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,12 +246,14 @@ type recordingObserver struct {
 	mu     sync.Mutex
 	counts map[string]int
 	ctxKey any
+	// busy is the last busy count Slots reported (-1 before any).
+	busy int
 }
 
 type ctxKey struct{}
 
 func newRecordingObserver() *recordingObserver {
-	return &recordingObserver{counts: map[string]int{}}
+	return &recordingObserver{counts: map[string]int{}, busy: -1}
 }
 
 func (o *recordingObserver) add(k string) {
@@ -304,6 +288,9 @@ func (o *recordingObserver) TaskRequeued(_ context.Context, id string, _ int, re
 func (o *recordingObserver) TaskDeadLettered(_ context.Context, id, _ string) { o.add("dead:" + id) }
 
 func (o *recordingObserver) Slots(busy, total int) {
+	o.mu.Lock()
+	o.busy = busy
+	o.mu.Unlock()
 	o.add("slots")
 	if busy > total {
 		o.add("slots-overrun")
@@ -315,3 +302,10 @@ func (o *recordingObserver) ConsumerLag(uint64, uint64) { o.add("lag") }
 func jetstreamSubjectFilter(s string) jetstream.StreamInfoOpt { return jetstream.WithSubjectFilter(s) }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// lastBusy is the last busy-slot count reported.
+func (o *recordingObserver) lastBusy() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.busy
+}

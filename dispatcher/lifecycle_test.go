@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/internal/natstest"
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -31,7 +34,7 @@ func TestCancelRunningTaskStopsRun(t *testing.T) {
 	waitState(t, c, "t-cr", task.StateRunning)
 	// Cancel returns the running status, or already the cancelled one when
 	// the worker was that quick.
-	st, err := c.Cancel(context.Background(), "t-cr")
+	st, err := c.Submissions().Cancel(context.Background(), "t-cr")
 	if err != nil || (st.State != task.StateRunning && st.State != task.StateCancelled) {
 		t.Fatalf("Cancel = %+v, %v", st, err)
 	}
@@ -39,14 +42,14 @@ func TestCancelRunningTaskStopsRun(t *testing.T) {
 	if st.State != task.StateCancelled || st.Result.Patch != "partial" || !sawCancel.Load() {
 		t.Fatalf("status = %+v (runner saw cancel: %v)", st, sawCancel.Load())
 	}
-	waitFor(t, "the task message to be acked", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	waitFor(t, "the task message to be acked", func() bool { return natstest.StreamMsgs(t, e, queue.TasksStream) == 0 })
 }
 
 func TestCancelQueuedTaskNeverRuns(t *testing.T) {
 	e := startNATS(t, "")
 	c := connect(t, e)
 	submit(t, c, newTask("t-cq"))
-	if st, err := c.Cancel(context.Background(), "t-cq"); err != nil || st.State != task.StateCancelled {
+	if st, err := c.Submissions().Cancel(context.Background(), "t-cq"); err != nil || st.State != task.StateCancelled {
 		t.Fatalf("Cancel = %+v, %v", st, err)
 	}
 	submit(t, c, newTask("t-after"))
@@ -56,7 +59,7 @@ func TestCancelQueuedTaskNeverRuns(t *testing.T) {
 	if got := r.runs("t-cq"); len(got) != 0 {
 		t.Fatalf("cancelled task ran: %v", got)
 	}
-	if st, _ := c.Status(context.Background(), "t-cq"); st.State != task.StateCancelled {
+	if st, _ := c.States().Status(context.Background(), "t-cq"); st.State != task.StateCancelled {
 		t.Fatalf("status = %+v", st)
 	}
 }
@@ -69,10 +72,10 @@ func TestCancelRequestedBeforeDeliveryIsHonoured(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-cpre")
 	submit(t, c, tk)
-	if _, _, err := c.Acquire(ctx, tk, 1, "dead-worker"); err != nil {
+	if _, _, err := c.States().Acquire(ctx, tk, 1, "dead-worker"); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := c.Cancel(ctx, tk.ID); err != nil || st.State != task.StateRunning {
+	if st, err := c.Submissions().Cancel(ctx, tk.ID); err != nil || st.State != task.StateRunning {
 		t.Fatalf("Cancel = %+v, %v", st, err)
 	}
 	r := newFakeRunner()
@@ -121,7 +124,7 @@ func TestSlotsBoundTasksInFlight(t *testing.T) {
 	}
 	<-r.started
 	<-r.started
-	cons, err := c.TaskStream().Consumer(context.Background(), queue.WorkersConsumer)
+	cons, err := natstest.Stream(t, e, queue.TasksStream).Consumer(context.Background(), queue.WorkersConsumer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +217,7 @@ func TestShutdownHandsBackRunningTasks(t *testing.T) {
 		t.Fatalf("%d runs stopped, want 2", cleaned.Load())
 	}
 	for _, id := range []string{"t-h1", "t-h2"} {
-		st, _ := c1.Status(context.Background(), id)
+		st, _ := c1.States().Status(context.Background(), id)
 		if st.State != task.StateQueued || st.Reason == "" {
 			t.Fatalf("%s after shutdown: %+v, want queued with a reason", id, st)
 		}
@@ -256,10 +259,10 @@ func TestShutdownLetsTasksFinishWithinGrace(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := c.Status(context.Background(), "t-g1"); st.State != task.StateResolved {
+	if st, _ := c.States().Status(context.Background(), "t-g1"); st.State != task.StateResolved {
 		t.Fatalf("t-g1 = %+v, want resolved within grace", st)
 	}
-	if st, _ := c.Status(context.Background(), "t-g2"); st.State != task.StateQueued || len(r.runs("t-g2")) != 0 {
+	if st, _ := c.States().Status(context.Background(), "t-g2"); st.State != task.StateQueued || len(r.runs("t-g2")) != 0 {
 		t.Fatalf("t-g2 = %+v, want queued and never run", st)
 	}
 }
@@ -311,7 +314,7 @@ func TestTakeoverCancelsStaleRun(t *testing.T) {
 	tk := newTask("t-take")
 	submit(t, c, tk)
 	waitState(t, c, tk.ID, task.StateRunning)
-	other, _, err := c.Acquire(context.Background(), tk, 2, "w2")
+	other, _, err := c.States().Acquire(context.Background(), tk, 2, "w2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +332,7 @@ func TestTakeoverCancelsStaleRun(t *testing.T) {
 	if ferr != nil && !errors.Is(ferr, queue.ErrLostLease) {
 		t.Fatal(ferr)
 	}
-	waitFor(t, "the message to be acked", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	waitFor(t, "the message to be acked", func() bool { return natstest.StreamMsgs(t, e, queue.TasksStream) == 0 })
 }
 
 // A task that runs for several AckWaits is kept by its heartbeats: it is
@@ -376,5 +379,90 @@ func TestShutdownOnLastDeliveryDoesNotExhaust(t *testing.T) {
 	if st := waitFinal(t, c, "t-last"); st.State != task.StateResolved {
 		t.Fatalf("status = %+v, want resolved by the next worker", st)
 	}
-	waitFor(t, "the work queue to drain", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	waitFor(t, "the work queue to drain", func() bool { return natstest.StreamMsgs(t, e, queue.TasksStream) == 0 })
+}
+
+// TestFreeSlotsWhenIdle: a waiting fetch holds a slot, but an idle worker
+// reports every slot free (wrench_worker_free_slots), a running task one
+// fewer, and every slot free again once it is done.
+func TestFreeSlotsWhenIdle(t *testing.T) {
+	e := startNATS(t, "")
+	c := connect(t, e)
+	g := newGate()
+	t.Cleanup(g.open)
+	r := newFakeRunner()
+	r.behave = func(ctx context.Context, tk task.Task, _ int, _ func(task.Event)) task.Report {
+		_ = g.wait(ctx)
+		return resolved(tk)
+	}
+	obs := newRecordingObserver()
+	runDispatcher(t, newDispatcher(t, c, r, dispatcher.Config{Slots: 2, Observer: obs}))
+	waitBusy := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for obs.lastBusy() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("busy slots %d, want %d", obs.lastBusy(), want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the fetch loop is waiting for work
+	waitBusy(0)
+	submit(t, c, newTask("t-idle"))
+	<-r.started
+	waitBusy(1)
+	g.open()
+	waitFinal(t, c, "t-idle")
+	waitBusy(0)
+}
+
+// A run that ends after its task was taken over without its heartbeat
+// noticing (the process was paused past the ack wait, as under SIGSTOP)
+// has its result discarded, and the log says who holds the task now
+// instead of claiming another worker finished it.
+func TestPausedRunsResultDiscardedTruthfully(t *testing.T) {
+	e := startNATS(t, "")
+	c := connect(t, e)
+	var logs syncLog
+	release := make(chan struct{})
+	r := newFakeRunner()
+	r.behave = func(ctx context.Context, tk task.Task, attempt int, ev func(task.Event)) task.Report {
+		<-release // "paused": the heartbeat (every AckWait/3) has not run yet
+		return task.Report{Result: task.Result{Status: task.StateResolved, Reason: "stale"}}
+	}
+	runDispatcher(t, newDispatcher(t, c, r, dispatcher.Config{WorkerID: "w1", AckWait: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
+	tk := newTask("t-paused")
+	submit(t, c, tk)
+	waitState(t, c, tk.ID, task.StateRunning)
+	if _, _, err := c.States().Acquire(context.Background(), tk, 2, "w2"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	waitFor(t, "the discard to be logged", func() bool { return strings.Contains(logs.String(), "result is discarded") })
+	if l := logs.String(); strings.Contains(l, "another worker finished") || !strings.Contains(l, "now_worker=w2") {
+		t.Errorf("log:\n%s", l)
+	}
+	if st, _ := c.States().Status(context.Background(), tk.ID); st.State != task.StateRunning || st.Worker != "w2" {
+		t.Errorf("the stale result overwrote w2's record: %+v", st)
+	}
+}
+
+// syncLog is a log sink safe for concurrent writes.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

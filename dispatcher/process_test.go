@@ -15,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/internal/natstest"
 	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/queue/natsserver"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -68,7 +71,7 @@ func helperWorker() int {
 	})
 	slots, _ := strconv.Atoi(os.Getenv("WRENCH_SLOTS"))
 	ackWait, _ := time.ParseDuration(os.Getenv("WRENCH_ACK_WAIT"))
-	d, err := dispatcher.New(conn, r, dispatcher.Config{
+	d, err := dispatcher.New(dispatcher.NATS(conn), r, dispatcher.Config{
 		Slots: slots, WorkerID: os.Getenv("WRENCH_WORKER_ID"), AckWait: ackWait, FetchWait: 200 * time.Millisecond,
 	})
 	if err != nil {
@@ -87,7 +90,7 @@ func helperWorker() int {
 func helperNATS() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	e, err := queue.StartEmbedded(ctx, queue.EmbeddedConfig{DataDir: os.Getenv("WRENCH_NATS_DIR"), Listen: os.Getenv("WRENCH_NATS_LISTEN")})
+	e, err := natsserver.Start(ctx, natsserver.Config{DataDir: os.Getenv("WRENCH_NATS_DIR"), Listen: os.Getenv("WRENCH_NATS_LISTEN")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -181,9 +184,9 @@ func runLines(t testing.TB, files ...string) map[string][]string {
 }
 
 // eventCounts is how many events each task has in the event stream.
-func eventCounts(t testing.TB, c *queue.Conn) map[string]uint64 {
+func eventCounts(t testing.TB, js jetstream.JetStream) map[string]uint64 {
 	t.Helper()
-	s, err := c.JetStream().Stream(context.Background(), queue.EventsStream)
+	s, err := js.Stream(context.Background(), queue.EventsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,9 +203,9 @@ func eventCounts(t testing.TB, c *queue.Conn) map[string]uint64 {
 
 // finalWrites counts the final states among the kept revisions of a task's
 // state record.
-func finalWrites(t testing.TB, c *queue.Conn, id string) int {
+func finalWrites(t testing.TB, js jetstream.JetStream, id string) int {
 	t.Helper()
-	kv, err := c.JetStream().KeyValue(context.Background(), queue.StateBucket)
+	kv, err := js.KeyValue(context.Background(), queue.StateBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +232,7 @@ func TestSIGKILLWorkerProcessMidTask(t *testing.T) {
 	tk := newTask("t-kill")
 	submit(t, c, tk)
 	waitFor(t, "the child to run the task", func() bool {
-		st, err := c.Status(context.Background(), tk.ID)
+		st, err := c.States().Status(context.Background(), tk.ID)
 		return err == nil && st.State == task.StateRunning && st.Worker == "child" && len(runLines(t, childLog)[tk.ID]) == 1
 	})
 	child.kill(t)
@@ -246,10 +249,10 @@ func TestSIGKILLWorkerProcessMidTask(t *testing.T) {
 	if got := r.runs(tk.ID); len(got) != 1 {
 		t.Fatalf("survivor runs = %v, want 1", got)
 	}
-	if n := finalWrites(t, c, tk.ID); n != 1 {
+	if n := finalWrites(t, natstest.JetStream(t, e), tk.ID); n != 1 {
 		t.Fatalf("%d final writes, want 1", n)
 	}
-	waitFor(t, "the message to be acked", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	waitFor(t, "the message to be acked", func() bool { return natstest.StreamMsgs(t, e, queue.TasksStream) == 0 })
 }
 
 // The fake-runner version of "100 tasks over 2 worker processes"; the lead's
@@ -282,7 +285,7 @@ func TestHundredTasksOverTwoWorkerProcesses(t *testing.T) {
 		}
 	}
 	runs := runLines(t, logs...)
-	counts := eventCounts(t, c)
+	counts := eventCounts(t, natstest.JetStream(t, e))
 	for i := range n {
 		id := fmt.Sprintf("t-%03d", i)
 		if len(runs[id]) != 1 {
@@ -293,7 +296,7 @@ func TestHundredTasksOverTwoWorkerProcesses(t *testing.T) {
 			t.Errorf("%s has %d events, want 3", id, counts[id])
 		}
 	}
-	if streamMsgs(t, c, queue.TasksStream) != 0 {
+	if natstest.StreamMsgs(t, e, queue.TasksStream) != 0 {
 		t.Error("task stream not empty")
 	}
 	t.Logf("work split: %v", byWorker)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/internal/natstest"
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -105,15 +106,15 @@ func testNATSRestart(t *testing.T, k serverKind) {
 		if st.State != task.StateResolved {
 			t.Fatalf("%s: %+v", id, st)
 		}
-		if n := finalWrites(t, c, id); n != 1 {
+		if n := finalWrites(t, natstest.Dial(t, url), id); n != 1 {
 			t.Fatalf("%s: %d final writes, want 1", id, n)
 		}
 	}
 	if got := r.runs("t-r0"); len(got) != 1 {
 		t.Logf("t-r0 ran %d times (redelivered during the outage); one final result regardless", len(got))
 	}
-	if b, err := c.Artifact(context.Background(), "t-r0", "patch.diff"); err != nil || len(b) == 0 {
+	if b, err := c.Artifacts().Get(context.Background(), "t-r0", "patch.diff"); err != nil || len(b) == 0 {
 		t.Fatalf("artifact after restart: %q, %v", b, err)
 	}
-	waitFor(t, "the work queue to drain", func() bool { return streamMsgs(t, c, queue.TasksStream) == 0 })
+	waitFor(t, "the work queue to drain", func() bool { return natstest.Msgs(t, natstest.Dial(t, url), queue.TasksStream) == 0 })
 }

@@ -30,8 +30,12 @@ type ClientConfig struct {
 	BaseURL string
 	// Token is sent as "Authorization: Bearer <token>": a fine-grained
 	// personal access token or an installation token. It never appears in
-	// an error or log line.
+	// an error or log line. Ignored when Tokens is set.
 	Token string
+	// Tokens gives the token per repository (an [*App]); a token GitHub
+	// answers 401 to is dropped from it and the call retried once with a
+	// new one.
+	Tokens TokenSource
 	// HTTPClient sends the requests (http.DefaultClient when nil); give one
 	// with a per-request Timeout.
 	HTTPClient *http.Client
@@ -78,7 +82,35 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
+	if cfg.Tokens == nil && cfg.Token != "" {
+		cfg.Tokens = StaticToken(cfg.Token)
+	}
 	return &Client{base: u, cfg: cfg, hc: hc, sleep: sleepCtx}, nil
+}
+
+// Tokens returns the client's token source (nil when it has none).
+func (c *Client) Tokens() TokenSource { return c.cfg.Tokens }
+
+// repoDo sends a call on owner/repo with the repository's token. A 401
+// with a token from a source that can forget it is retried once with a
+// fresh token (an installation token revoked or expired early).
+func (c *Client) repoDo(ctx context.Context, owner, repo, method, path string, q url.Values, in, out any) (http.Header, error) {
+	if c.cfg.Tokens == nil {
+		return c.do(ctx, "", method, path, q, in, out)
+	}
+	for attempt := 0; ; attempt++ {
+		tok, err := c.cfg.Tokens.Token(ctx, owner, repo)
+		if err != nil {
+			return nil, err
+		}
+		h, err := c.do(ctx, tok.Value, method, path, q, in, out)
+		f, ok := c.cfg.Tokens.(forgetter)
+		if attempt == 0 && ok && errors.Is(err, ErrUnauthorized) {
+			f.Forget(owner, repo, tok.Value)
+			continue
+		}
+		return h, err
+	}
 }
 
 // NewPullRequest is the body of "create a pull request".
@@ -132,7 +164,7 @@ type User struct {
 // head and base is refused by GitHub with a 422 ([ErrValidation]).
 func (c *Client) CreatePullRequest(ctx context.Context, owner, repo string, pr NewPullRequest) (PullRequest, error) {
 	var out PullRequest
-	_, err := c.do(ctx, http.MethodPost, repoPath(owner, repo, "pulls"), nil, pr, &out)
+	_, err := c.repoDo(ctx, owner, repo, http.MethodPost, repoPath(owner, repo, "pulls"), nil, pr, &out)
 	return out, err
 }
 
@@ -142,7 +174,7 @@ func (c *Client) CreatePullRequest(ctx context.Context, owner, repo string, pr N
 func (c *Client) FindPullRequest(ctx context.Context, owner, repo, branch string) (pr PullRequest, found bool, err error) {
 	q := url.Values{"head": {owner + ":" + branch}, "state": {"all"}, "per_page": {"10"}}
 	var out []PullRequest
-	if _, err := c.do(ctx, http.MethodGet, repoPath(owner, repo, "pulls"), q, nil, &out); err != nil {
+	if _, err := c.repoDo(ctx, owner, repo, http.MethodGet, repoPath(owner, repo, "pulls"), q, nil, &out); err != nil {
 		return PullRequest{}, false, err
 	}
 	for _, p := range out {
@@ -157,9 +189,104 @@ func (c *Client) FindPullRequest(ctx context.Context, owner, repo, branch string
 // owner/repo (POST /repos/{owner}/{repo}/issues/{number}/comments).
 func (c *Client) CreateIssueComment(ctx context.Context, owner, repo string, number int, body string) (IssueComment, error) {
 	var out IssueComment
-	_, err := c.do(ctx, http.MethodPost, repoPath(owner, repo, "issues", strconv.Itoa(number), "comments"), nil,
+	_, err := c.repoDo(ctx, owner, repo, http.MethodPost, repoPath(owner, repo, "issues", strconv.Itoa(number), "comments"), nil,
 		map[string]string{"body": body}, &out)
 	return out, err
+}
+
+// DeleteIssueComment deletes comment id of owner/repo
+// (DELETE /repos/{owner}/{repo}/issues/comments/{id}); one already gone
+// is not an error.
+func (c *Client) DeleteIssueComment(ctx context.Context, owner, repo string, id int64) error {
+	_, err := c.repoDo(ctx, owner, repo, http.MethodDelete, repoPath(owner, repo, "issues", "comments", strconv.FormatInt(id, 10)), nil, nil, nil)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// AddLabels adds labels to issue (or pull request) number of owner/repo
+// (POST /repos/{owner}/{repo}/issues/{number}/labels); labels it has
+// already are kept, missing ones are created by GitHub.
+func (c *Client) AddLabels(ctx context.Context, owner, repo string, number int, labels ...string) error {
+	_, err := c.repoDo(ctx, owner, repo, http.MethodPost, repoPath(owner, repo, "issues", strconv.Itoa(number), "labels"), nil,
+		map[string][]string{"labels": labels}, nil)
+	return err
+}
+
+// ReviewComment is a comment on a pull request's diff (a review thread's).
+type ReviewComment struct {
+	ID          int64  `json:"id"`
+	Body        string `json:"body"`
+	Path        string `json:"path"`
+	DiffHunk    string `json:"diff_hunk"`
+	InReplyToID int64  `json:"in_reply_to_id,omitempty"`
+	HTMLURL     string `json:"html_url"`
+	User        User   `json:"user"`
+}
+
+// ListReviewComments returns the review comments of pull request number,
+// oldest first, following the Link header for up to 3,000.
+func (c *Client) ListReviewComments(ctx context.Context, owner, repo string, number int) ([]ReviewComment, error) {
+	var all []ReviewComment
+	path := repoPath(owner, repo, "pulls", strconv.Itoa(number), "comments")
+	q := url.Values{"per_page": {"100"}}
+	for page := 1; page <= maxCommentPages; page++ {
+		q.Set("page", strconv.Itoa(page))
+		var out []ReviewComment
+		h, err := c.repoDo(ctx, owner, repo, http.MethodGet, path, q, nil, &out)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, out...)
+		if !hasNext(h.Get("Link")) {
+			break
+		}
+	}
+	return all, nil
+}
+
+// ReplyToReviewComment answers review comment id's thread on pull request
+// number (POST /repos/{owner}/{repo}/pulls/{number}/comments/{id}/replies).
+func (c *Client) ReplyToReviewComment(ctx context.Context, owner, repo string, number int, id int64, body string) (ReviewComment, error) {
+	var out ReviewComment
+	_, err := c.repoDo(ctx, owner, repo, http.MethodPost,
+		repoPath(owner, repo, "pulls", strconv.Itoa(number), "comments", strconv.FormatInt(id, 10), "replies"), nil,
+		map[string]string{"body": body}, &out)
+	return out, err
+}
+
+// DeleteReviewComment deletes review comment id; one already gone is not
+// an error.
+func (c *Client) DeleteReviewComment(ctx context.Context, owner, repo string, id int64) error {
+	_, err := c.repoDo(ctx, owner, repo, http.MethodDelete, repoPath(owner, repo, "pulls", "comments", strconv.FormatInt(id, 10)), nil, nil, nil)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// CollaboratorPermission returns user's permission on owner/repo: "admin",
+// "maintain", "write", "triage", "read" or "none"
+// (GET /repos/{owner}/{repo}/collaborators/{user}/permission; GitHub's
+// "permission" field folds maintain into write and triage into read, so
+// role_name is preferred).
+func (c *Client) CollaboratorPermission(ctx context.Context, owner, repo, user string) (string, error) {
+	var out struct {
+		Permission string `json:"permission"`
+		RoleName   string `json:"role_name"`
+	}
+	_, err := c.repoDo(ctx, owner, repo, http.MethodGet, repoPath(owner, repo, "collaborators", user, "permission"), nil, nil, &out)
+	if errors.Is(err, ErrNotFound) {
+		return "none", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if out.RoleName != "" {
+		return out.RoleName, nil
+	}
+	return out.Permission, nil
 }
 
 // maxCommentPages bounds ListIssueComments (100 comments per page).
@@ -174,7 +301,7 @@ func (c *Client) ListIssueComments(ctx context.Context, owner, repo string, numb
 	for page := 1; page <= maxCommentPages; page++ {
 		q.Set("page", strconv.Itoa(page))
 		var out []IssueComment
-		h, err := c.do(ctx, http.MethodGet, path, q, nil, &out)
+		h, err := c.repoDo(ctx, owner, repo, http.MethodGet, path, q, nil, &out)
 		if err != nil {
 			return nil, err
 		}
@@ -207,7 +334,7 @@ func repoPath(owner, repo string, rest ...string) string {
 
 // do sends one API call with retries, decoding a 2xx JSON answer into
 // out, and returns the final response's header.
-func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) (http.Header, error) {
+func (c *Client) do(ctx context.Context, token, method, path string, q url.Values, in, out any) (http.Header, error) {
 	var body []byte
 	if in != nil {
 		var err error
@@ -220,32 +347,32 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	u.RawPath = ""
 	u.RawQuery = q.Encode()
 	for attempt := 0; ; attempt++ {
-		h, wait, err := c.once(ctx, method, u.String(), path, body, out)
+		h, wait, err := c.once(ctx, token, method, u.String(), path, body, out)
 		if err == nil {
 			return h, nil
 		}
 		if wait < 0 || attempt >= c.cfg.MaxRetries || c.cfg.MaxRetries < 0 {
-			return nil, redact(err, c.cfg.Token)
+			return nil, redact(err, token)
 		}
 		if wait > c.cfg.MaxRetryWait {
 			var ae *APIError
 			if errors.As(err, &ae) {
 				ae.RetryAfter = wait
 			}
-			return nil, redact(err, c.cfg.Token)
+			return nil, redact(err, token)
 		}
 		if wait == 0 {
 			wait = time.Second << attempt
 		}
 		if serr := c.sleep(ctx, wait); serr != nil {
-			return nil, fmt.Errorf("github: %s %s: %w (while waiting to retry after: %v)", method, path, serr, redact(err, c.cfg.Token))
+			return nil, fmt.Errorf("github: %s %s: %w (while waiting to retry after: %v)", method, path, serr, redact(err, token))
 		}
 	}
 }
 
 // once sends one request. wait is -1 when err is final, else how long to
 // wait before retrying (0: the caller's backoff).
-func (c *Client) once(ctx context.Context, method, rawURL, path string, body []byte, out any) (http.Header, time.Duration, error) {
+func (c *Client) once(ctx context.Context, token, method, rawURL, path string, body []byte, out any) (http.Header, time.Duration, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -257,8 +384,8 @@ func (c *Client) once(ctx context.Context, method, rawURL, path string, body []b
 	req.Header.Set("Accept", "application/vnd.github+json")
 	req.Header.Set("X-GitHub-Api-Version", apiVersion)
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
-	if c.cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -298,7 +425,8 @@ func (c *Client) once(ctx context.Context, method, rawURL, path string, body []b
 
 // apiError reads GitHub's error body and rate-limit headers.
 func apiError(method, path string, resp *http.Response, data []byte) *APIError {
-	ae := &APIError{Method: method, Path: path, StatusCode: resp.StatusCode}
+	ae := &APIError{Method: method, Path: path, StatusCode: resp.StatusCode,
+		AcceptedPermissions: resp.Header.Get("X-Accepted-GitHub-Permissions")}
 	var body struct {
 		Message string            `json:"message"`
 		DocURL  string            `json:"documentation_url"`

@@ -50,6 +50,10 @@ type APIError struct {
 	RateLimited bool
 	// RetryAfter is how long GitHub asked to wait, when it said.
 	RetryAfter time.Duration
+	// AcceptedPermissions is GitHub's X-Accepted-GitHub-Permissions: the
+	// permissions the call needs ("pull_requests=write"; alternatives
+	// separated by ";"). On a 403 it names what the token lacks.
+	AcceptedPermissions string
 }
 
 // Error says which call failed, how, and GitHub's message and details.
@@ -67,6 +71,9 @@ func (e *APIError) Error() string {
 	if e.RateLimited && e.RetryAfter > 0 {
 		fmt.Fprintf(&b, " (retry after %s)", e.RetryAfter)
 	}
+	if e.missingPermission() {
+		fmt.Fprintf(&b, " (the token lacks a permission this call needs: %s; grant it to the GitHub App or token)", e.AcceptedPermissions)
+	}
 	return b.String()
 }
 
@@ -79,12 +86,20 @@ func (e *APIError) Is(target error) bool {
 		return e.StatusCode == http.StatusUnauthorized
 	case ErrForbidden:
 		return e.StatusCode == http.StatusForbidden && !e.RateLimited
+	case ErrMissingPermission:
+		return e.missingPermission()
 	case ErrNotFound:
 		return e.StatusCode == http.StatusNotFound
 	case ErrValidation:
 		return e.StatusCode == http.StatusUnprocessableEntity
 	}
 	return false
+}
+
+// missingPermission: a 403 (not a rate limit) naming the permissions the
+// call needed.
+func (e *APIError) missingPermission() bool {
+	return e.StatusCode == http.StatusForbidden && !e.RateLimited && e.AcceptedPermissions != ""
 }
 
 // alreadyExists reports whether err is GitHub's 422 for a second pull

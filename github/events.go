@@ -1,12 +1,14 @@
 package github
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
@@ -61,7 +63,10 @@ type eventPayload struct {
 
 // taskFor turns a verified delivery into a task, or nil and the reason it
 // is ignored. An error means the payload is not what its event promises.
-func (w *Webhook) taskFor(event, delivery string, data []byte) (*task.Task, string, error) {
+func (w *Webhook) taskFor(ctx context.Context, event, delivery string, data []byte) (*task.Task, string, error) {
+	if event == "pull_request_review_comment" {
+		return w.reviewCommentTask(ctx, delivery, data)
+	}
 	if event != "issues" && event != "issue_comment" {
 		return nil, "event " + event + " does not start tasks", nil
 	}
@@ -109,6 +114,12 @@ func (w *Webhook) taskFor(event, delivery string, data []byte) (*task.Task, stri
 		if u.Type == "Bot" || strings.HasSuffix(u.Login, "[bot]") {
 			return nil, "comment is by a bot (" + u.Login + ")", nil
 		}
+		if len(p.Issue.PullRequest) > 0 && string(p.Issue.PullRequest) != "null" {
+			if p.Comment.ID <= 0 {
+				return nil, "", errors.New("issue_comment payload: comment.id is required")
+			}
+			return w.prConversationTask(ctx, delivery, p, rest)
+		}
 		if !writeAssociations[p.Comment.AuthorAssociation] {
 			return nil, fmt.Sprintf("comment author %s is %s, not an owner, member or collaborator",
 				u.Login, p.Comment.AuthorAssociation), nil
@@ -122,8 +133,8 @@ func (w *Webhook) taskFor(event, delivery string, data []byte) (*task.Task, stri
 	if len(p.Issue.PullRequest) > 0 && string(p.Issue.PullRequest) != "null" {
 		return nil, "pull request conversations do not start tasks", nil
 	}
-	owner, name, ok := strings.Cut(full, "/")
-	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+	owner, name, ok := splitFullName(full)
+	if !ok {
 		return nil, "", fmt.Errorf("%s payload: repository full_name %q is not owner/repo", event, full)
 	}
 	if err := w.checkCloneURL(p.Repository.CloneURL, full); err != nil {
@@ -242,4 +253,22 @@ func clip(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "\n[… truncated]"
+}
+
+// ownerName and repoName are the names GitHub allows: an owner of letters,
+// digits and inner hyphens; a repository of letters, digits, '.', '-' and
+// '_' that is not "." or "..".
+var (
+	ownerName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+	repoName  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+)
+
+// splitFullName splits "owner/repo", refusing names GitHub would not give
+// (a payload's "../.." used to be accepted).
+func splitFullName(full string) (owner, name string, ok bool) {
+	owner, name, ok = strings.Cut(full, "/")
+	if !ok || !ownerName.MatchString(owner) || !repoName.MatchString(name) || name == "." || name == ".." {
+		return "", "", false
+	}
+	return owner, name, true
 }

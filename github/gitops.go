@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 )
 
@@ -25,7 +26,7 @@ import (
 // base commit's tree in the object store (see applyPatch), so a publish
 // costs a fetch, not a checkout.
 type gitWork struct {
-	token    string
+	tokens   TokenSource
 	caBundle []byte
 	cacheDir string
 	author   string
@@ -37,6 +38,8 @@ type gitWork struct {
 
 // commitSpec is what to commit.
 type commitSpec struct {
+	owner    string // the repository, for its token
+	repo     string
 	cloneURL string
 	base     string // full sha
 	branch   string // base branch, fetched to find base
@@ -44,6 +47,9 @@ type commitSpec struct {
 	message  string
 	when     time.Time
 	head     string // the branch to push, e.g. "wrench/<task id>"
+	// force replaces head whatever it points at; without it the push
+	// must fast-forward head (a follow-up commit on a pull request).
+	force bool
 }
 
 // push applies spec.patch on spec.base, commits, and force-pushes the
@@ -64,10 +70,18 @@ func (g *gitWork) push(ctx context.Context, spec commitSpec) (string, error) {
 		return "", fmt.Errorf("open %s: %w", dir, err)
 	}
 	remote := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: "origin", URLs: []string{spec.cloneURL}})
-	auth := &githttp.BasicAuth{Username: "x-access-token", Password: g.token}
+	tok, err := g.tokens.Token(ctx, spec.owner, spec.repo)
+	if err != nil {
+		return "", err
+	}
+	full := spec.owner + "/" + spec.repo
+	if err := checkPermission(tok, full, "push a branch", "contents", Write); err != nil {
+		return "", err
+	}
+	auth := &githttp.BasicAuth{Username: "x-access-token", Password: tok.Value}
 	base := plumbing.NewHash(spec.base)
 	if err := g.fetchBase(ctx, repo, remote, auth, base, spec.branch); err != nil {
-		return "", err
+		return "", g.explain(err, tok, full, "fetch", Read)
 	}
 	sha, err := g.commit(repo, spec)
 	if err != nil {
@@ -78,16 +92,47 @@ func (g *gitWork) push(ctx context.Context, spec commitSpec) (string, error) {
 		return "", fmt.Errorf("set %s: %w", local, err)
 	}
 	defer func() { _ = repo.Storer.RemoveReference(local) }()
-	err = remote.PushContext(ctx, &git.PushOptions{
-		RemoteName: "origin",
-		RefSpecs:   []config.RefSpec{config.RefSpec("+" + local.String() + ":" + local.String())},
-		Auth:       auth,
-		CABundle:   g.caBundle,
-	})
+	plus := ""
+	if spec.force {
+		plus = "+"
+	}
+	pushOnce := func(auth *githttp.BasicAuth) error {
+		return remote.PushContext(ctx, &git.PushOptions{
+			RemoteName: "origin",
+			RefSpecs:   []config.RefSpec{config.RefSpec(plus + local.String() + ":" + local.String())},
+			Auth:       auth,
+			CABundle:   g.caBundle,
+		})
+	}
+	err = pushOnce(auth)
+	if errors.Is(err, transport.ErrAuthenticationRequired) {
+		// The token expired or was revoked since it was handed out: once
+		// more with a fresh one.
+		if f, ok := g.tokens.(forgetter); ok {
+			f.Forget(spec.owner, spec.repo, tok.Value)
+			if tok, err = g.tokens.Token(ctx, spec.owner, spec.repo); err != nil {
+				return "", err
+			}
+			err = pushOnce(&githttp.BasicAuth{Username: "x-access-token", Password: tok.Value})
+		}
+	}
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return "", fmt.Errorf("push %s to %s: %w", spec.head, spec.cloneURL, err)
+		return "", g.explain(fmt.Errorf("push %s to %s: %w", spec.head, spec.cloneURL, err), tok, full, "push a branch", Write)
 	}
 	return sha, nil
+}
+
+// explain turns git's 403 into a *PermissionError naming contents; other
+// errors are returned as they are.
+func (g *gitWork) explain(err error, tok Token, full, op, level string) error {
+	if !errors.Is(err, transport.ErrAuthorizationFailed) {
+		return err
+	}
+	have := "unknown (a personal token)"
+	if tok.Permissions != nil {
+		have = tok.Permissions["contents"]
+	}
+	return errors.Join(&PermissionError{Repo: full, Op: op, Permission: "contents", Level: level, Have: have}, err)
 }
 
 // fetchBase makes sure base is in repo: first from the base branch, then

@@ -28,6 +28,7 @@ type fixture struct {
 	gh   *githubtest.Server
 	repo githubtest.Repo
 	pub  *github.Publisher
+	cfg  github.PublisherConfig
 	log  *bytes.Buffer
 }
 
@@ -52,7 +53,7 @@ func newFixture(t testing.TB, mod func(*github.PublisherConfig)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{gh: gh, repo: repo, pub: pub, log: &logBuf}
+	return &fixture{gh: gh, repo: repo, pub: pub, cfg: cfg, log: &logBuf}
 }
 
 // task returns a GitHub task for issue n of the fixture's repository, as
@@ -72,17 +73,21 @@ func (f *fixture) task(id string, n int) task.Task {
 func (f *fixture) result(t testing.TB, id string) task.Result {
 	t.Helper()
 	return task.Result{
-		TaskID:      id,
-		Status:      task.StateResolved,
-		Reason:      "finished",
-		Summary:     "Fix Add to add.\n\nAdd used subtraction; it now adds its operands.",
-		Patch:       makePatch(t, f.repo, map[string]string{"calc.go": strings.Replace(calcGo, "a - b", "a + b", 1)}),
-		BaseCommit:  f.repo.Head,
-		TestsBefore: &task.TestRun{Command: "go test ./...", ExitCode: 1, Duration: 1200 * time.Millisecond},
-		TestsAfter:  &task.TestRun{Command: "go test ./...", Passed: true, Duration: 900 * time.Millisecond},
-		Usage:       task.Usage{InputTokens: 12000, OutputTokens: 800, CostUSD: 0.0312, Turns: 4, ToolCalls: 6},
-		Timings:     task.Timings{Total: 95 * time.Second},
-		FinishedAt:  time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC),
+		TaskID:     id,
+		Status:     task.StateResolved,
+		Reason:     "finished",
+		Summary:    "Fix Add to add.\n\nAdd used subtraction; it now adds its operands.",
+		Patch:      makePatch(t, f.repo, map[string]string{"calc.go": strings.Replace(calcGo, "a - b", "a + b", 1)}),
+		BaseCommit: f.repo.Head,
+		TestsBefore: &task.TestRun{Command: "go test ./...", ExitCode: 1, Duration: 1200 * time.Millisecond,
+			Output: "--- FAIL: TestAdd (0.00s)\n    --- FAIL: TestAdd/negative (0.00s)\n--- PASS: TestSub (0.00s)\nFAIL\n"},
+		TestsAfter: &task.TestRun{Command: "go test ./...", Passed: true, Duration: 900 * time.Millisecond,
+			Output: "ok  \tcalc\t0.01s\n"},
+		Setup:      &task.SetupRun{Snapshot: task.SnapshotHit, Key: "env-3f9a", Passed: true},
+		Artifacts:  []string{"patch.diff", "trajectory.jsonl", "log.txt"},
+		Usage:      task.Usage{InputTokens: 12000, OutputTokens: 800, CostUSD: 0.0312, Turns: 4, ToolCalls: 6},
+		Timings:    task.Timings{Total: 95 * time.Second},
+		FinishedAt: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC),
 	}
 }
 
@@ -90,8 +95,14 @@ func (f *fixture) result(t testing.TB, id string) task.Result {
 // one with files written, as `git diff` makes it.
 func makePatch(t testing.TB, repo githubtest.Repo, files map[string]string) string {
 	t.Helper()
+	return makePatchAt(t, repo, repo.DefaultBranch, files)
+}
+
+// makePatchAt is makePatch on branch.
+func makePatchAt(t testing.TB, repo githubtest.Repo, branch string, files map[string]string) string {
+	t.Helper()
 	work := filepath.Join(t.TempDir(), "w")
-	git(t, "", "clone", "-q", repo.Dir, work)
+	git(t, "", "clone", "-q", "-b", branch, repo.Dir, work)
 	for p, c := range files {
 		if err := os.WriteFile(filepath.Join(work, p), []byte(c), 0o644); err != nil {
 			t.Fatal(err)

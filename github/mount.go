@@ -2,6 +2,7 @@ package github
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -40,4 +41,27 @@ func WebURLFor(apiURL string) string {
 		return u[:len(u)-len("/api/v3")]
 	}
 	return u
+}
+
+// RepoOf returns the owner and name of a repository URL on the GitHub web
+// root web ("https://github.com/acme/calc.git" gives acme, calc); ok is
+// false for another host or a URL that is not a repository's.
+func RepoOf(web, repoURL string) (owner, repo string, ok bool) {
+	w, err := url.Parse(strings.TrimSuffix(web, "/"))
+	if err != nil {
+		return "", "", false
+	}
+	u, err := url.Parse(repoURL)
+	if err != nil || u.Scheme != w.Scheme || !strings.EqualFold(u.Host, w.Host) {
+		return "", "", false
+	}
+	rest, ok := strings.CutPrefix(u.Path, w.Path+"/")
+	if !ok {
+		return "", "", false
+	}
+	owner, repo, ok = strings.Cut(strings.TrimSuffix(strings.TrimSuffix(rest, "/"), ".git"), "/")
+	if !ok || owner == "" || repo == "" || strings.Contains(repo, "/") {
+		return "", "", false
+	}
+	return owner, repo, true
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -18,10 +19,15 @@ import (
 // PublisherConfig configures a [Publisher].
 type PublisherConfig struct {
 	// Token authenticates the REST calls (Bearer) and the git push (basic
-	// auth, user x-access-token); required. Scopes: contents, pull
-	// requests and issues, read and write. It never appears in an error,
-	// a log line, a commit or a comment.
+	// auth, user x-access-token): a personal access token. Scopes:
+	// contents, pull requests and issues, read and write. It never appears
+	// in an error, a log line, a commit or a comment. Ignored when Tokens
+	// is set; one of them is required.
 	Token string
+	// Tokens gives a token per repository: a GitHub App ([*App]), whose
+	// installation tokens are minted per repository and refreshed before
+	// they expire, so a publish long after the task started still works.
+	Tokens TokenSource
 	// APIURL is the REST API root (DefaultAPIURL when empty).
 	APIURL string
 	// WebURL is the web root repositories are cloned from and pushed to
@@ -40,33 +46,52 @@ type PublisherConfig struct {
 	// AuthorName and AuthorEmail sign the commits ("Wrench" and
 	// "wrench@users.noreply.github.com" when empty).
 	AuthorName, AuthorEmail string
-	// Draft opens pull requests as drafts.
+	// Draft opens every pull request as a draft.
 	Draft bool
+	// DraftWithoutTests says, per repository URL, whether a result that
+	// passed only because there was no test command opens a draft pull
+	// request (the server policy's draft_without_tests); nil: always.
+	DraftWithoutTests func(repoURL string) bool
+	// UntestedLabel labels such pull requests ("wrench: untested" when
+	// empty).
+	UntestedLabel string
+	// Ledger records every effect so that it happens once across
+	// redeliveries, paused workers and racing ones (a MemoryLedger, good
+	// for one process only, when nil).
+	Ledger Ledger
+	// SetPullRequest, when set, records a task's pull request on its
+	// stored result (the dispatcher stores the result before publishing).
+	SetPullRequest func(ctx context.Context, taskID, url string) error
 	// TaskURL, when set, returns a link to a task (e.g. its status in the
 	// API or a dashboard) for pull request bodies and comments.
 	TaskURL func(id string) string
-	// Timeout bounds one publish when it runs from [Publisher.Wrap]
-	// (5 minutes when zero).
-	Timeout time.Duration
+	// ArtifactURL, when set, returns a link to one of a task's artifacts
+	// (its trajectory) for the evidence table.
+	ArtifactURL func(id, name string) string
 	// Logger receives one line per publish; nil discards.
 	Logger *slog.Logger
 }
 
 // Publisher publishes GitHub tasks' results: a branch, a pull request and
-// an issue comment for a resolved task, a comment alone otherwise. It is
-// safe for concurrent use.
+// an issue comment for a verified result, a comment alone otherwise, a
+// commit and a reply for a follow-up asked for on a pull request. Every
+// effect goes through the Ledger. It is safe for concurrent use.
 type Publisher struct {
-	cfg PublisherConfig
-	api *Client
-	git *gitWork
-	web *url.URL
-	log *slog.Logger
+	cfg    PublisherConfig
+	api    *Client
+	git    *gitWork
+	web    *url.URL
+	log    *slog.Logger
+	ledger Ledger
 }
 
 // NewPublisher checks cfg and returns a Publisher.
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
-	if cfg.Token == "" {
-		return nil, errors.New("github: publisher Token is required")
+	if cfg.Tokens == nil && cfg.Token != "" {
+		cfg.Tokens = StaticToken(cfg.Token)
+	}
+	if cfg.Tokens == nil {
+		return nil, errors.New("github: publisher needs a Token or Tokens")
 	}
 	web, err := parseWebURL(cfg.WebURL)
 	if err != nil {
@@ -76,7 +101,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
-	api, err := NewClient(ClientConfig{BaseURL: cfg.APIURL, Token: cfg.Token, HTTPClient: hc})
+	api, err := NewClient(ClientConfig{BaseURL: cfg.APIURL, Tokens: cfg.Tokens, HTTPClient: hc})
 	if err != nil {
 		return nil, err
 	}
@@ -86,17 +111,25 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	if cfg.AuthorEmail == "" {
 		cfg.AuthorEmail = "wrench@users.noreply.github.com"
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Minute
+	if cfg.UntestedLabel == "" {
+		cfg.UntestedLabel = DefaultUntestedLabel
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Publisher{cfg: cfg, api: api, web: web, log: log,
-		git: &gitWork{token: cfg.Token, caBundle: cfg.CABundle, cacheDir: cfg.CacheDir,
+	ledger := cfg.Ledger
+	if ledger == nil {
+		ledger = &MemoryLedger{}
+	}
+	return &Publisher{cfg: cfg, api: api, web: web, log: log, ledger: ledger,
+		git: &gitWork{tokens: cfg.Tokens, caBundle: cfg.CABundle, cacheDir: cfg.CacheDir,
 			author: cfg.AuthorName, email: cfg.AuthorEmail}}, nil
 }
+
+// DefaultUntestedLabel labels pull requests of results that passed only
+// because there was no test command.
+const DefaultUntestedLabel = "wrench: untested"
 
 // Client returns the publisher's REST client.
 func (p *Publisher) Client() *Client { return p.api }
@@ -127,23 +160,35 @@ func parseIssue(s string) (issueRef, error) {
 var fullSHA = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 
 // Publish publishes r, the final result of GitHub task t, and returns the
-// pull request's URL ("" when none was opened).
+// pull request's URL ("" when there is none).
 //
-// For a resolved result with a patch, when t asks for a pull request
-// (Output.PullRequest), it commits the patch on r.BaseCommit, pushes
-// branch wrench/<task id>, opens a pull request into Output.PullRequest.Base
-// (t.Repo.Ref when empty) and comments on the issue with its link. For
-// any other result it only comments on the issue: the status, reason,
-// summary, tests and the patch (truncated), and pushes nothing. When the
-// pull request cannot be made (the patch does not apply, GitHub refuses
-// it), the comment says why and carries the patch, and the error is
-// returned too.
+//   - A verified result (resolved, with a patch, a test command that ran
+//     and passed) of a task asking for a pull request: the patch is
+//     committed on r.BaseCommit and pushed to branch wrench/<task id>, a
+//     pull request opened into Output.PullRequest.Base (t.Repo.Ref when
+//     empty) with the evidence table in its body, and the issue commented
+//     with its link.
+//   - A resolved result with a patch but no test command: the same, the
+//     pull request labelled UntestedLabel and, per DraftWithoutTests, a
+//     draft.
+//   - A follow-up (Output.PullRequest.Number set): the patch becomes a new
+//     commit on that pull request's branch and the request is answered.
+//   - Anything else (unresolved, failed, cancelled, timed out,
+//     dead-lettered, rejected, resolved with no change or with failing
+//     tests): the issue is commented with the outcome in plain words and
+//     the work so far as a collapsed patch; nothing is pushed.
 //
-// Publish is idempotent: a pull request whose head is the task's branch
-// (open or closed) is reused, not opened again, and a comment is not
-// written twice (each carries a hidden marker naming the task). Errors
-// wrap [ErrNotGitHubTask] for a task without a GitHub source, and
-// [*APIError] for REST failures; none carries the token.
+// When the change cannot be pushed or the pull request opened for a reason
+// that retrying will not fix (the patch no longer applies, a missing
+// permission), the issue is commented with why and the patch, and the
+// error (matching [ErrReported]) is returned too.
+//
+// Every effect happens once: each is recorded in the Ledger under a claim
+// whose fencing token is renewed immediately before acting, and looked for
+// on GitHub (the pull request by its branch, a comment by its hidden
+// marker) when a previous holder may have acted. Errors wrap
+// [ErrNotGitHubTask], [ErrEffectsClaimed], [ErrFenced] or [*APIError];
+// none carries the token.
 func (p *Publisher) Publish(ctx context.Context, t task.Task, r task.Result) (prURL string, err error) {
 	ref, cloneURL, err := p.check(t)
 	if err != nil {
@@ -151,25 +196,117 @@ func (p *Publisher) Publish(ctx context.Context, t task.Task, r task.Result) (pr
 	}
 	start := time.Now()
 	log := p.log.With("task_id", t.ID, "issue", ref.String(), "status", string(r.Status))
-	defer func() {
-		err = redact(err, p.cfg.Token)
-		if err != nil {
-			log.Warn("github publish failed", "err", err, "duration", time.Since(start))
-			return
-		}
-		log.Info("github published", "pull_request", prURL, "duration", time.Since(start))
-	}()
-	if r.Status != task.StateResolved || t.Output.PullRequest == nil || strings.TrimSpace(r.Patch) == "" {
-		return "", p.comment(ctx, t, ref, markResult, p.resultComment(t, r, nil))
-	}
-	prURL, err = p.pullRequest(ctx, t, r, ref, cloneURL)
+	tok, err := p.cfg.Tokens.Token(ctx, ref.owner, ref.repo)
 	if err != nil {
-		if cerr := p.comment(ctx, t, ref, markFailed, p.resultComment(t, r, redact(err, p.cfg.Token))); cerr != nil {
-			return "", errors.Join(err, cerr)
-		}
+		log.Warn("github publish failed", "err", err)
 		return "", err
 	}
-	return prURL, p.comment(ctx, t, ref, markOpened, p.openedComment(t, r, prURL))
+	claim, err := p.ledger.Claim(ctx, t.ID)
+	if err != nil {
+		log.Info("github publish deferred", "err", err)
+		return "", err
+	}
+	defer func() { _ = claim.Release(context.WithoutCancel(ctx)) }()
+	run := &effectRun{claim: claim}
+	defer func() {
+		err = redact(err, tok.Value)
+		if err != nil && !errors.Is(err, ErrReported) {
+			log.Warn("github publish failed", "err", err, "effects", run.written, "duration", time.Since(start))
+			return
+		}
+		log.Info("github published", "pull_request", prURL, "effects", run.written, "err", err, "duration", time.Since(start))
+	}()
+	if pr := t.Output.PullRequest; pr != nil && pr.Number > 0 {
+		return p.followUp(ctx, run, t, r, ref, cloneURL)
+	}
+	switch decide(t, r) {
+	case outVerified, outUntested:
+		return p.openPullRequest(ctx, run, t, r, ref, cloneURL)
+	}
+	return "", p.comment(ctx, run, t, ref, markResult, p.resultComment(t, r, nil))
+}
+
+// outcome is what a result becomes on GitHub.
+type outcome int
+
+const (
+	outComment  outcome = iota // a comment on the issue
+	outVerified                // a pull request with evidence
+	outUntested                // a labelled (draft) pull request
+	outFollowUp                // a commit on an existing pull request and a reply
+)
+
+// decide maps a task and its result to what it becomes on GitHub.
+func decide(t task.Task, r task.Result) outcome {
+	if r.Status != task.StateResolved || t.Output.PullRequest == nil || strings.TrimSpace(r.Patch) == "" {
+		return outComment
+	}
+	if t.Output.PullRequest.Number > 0 {
+		return outFollowUp
+	}
+	switch {
+	case r.TestsAfter == nil || strings.TrimSpace(r.TestsAfter.Command) == "":
+		return outUntested
+	case r.TestsAfter.Passed:
+		return outVerified
+	}
+	return outComment
+}
+
+// ErrReported matches a publish failure that the issue was told about
+// (with the patch attached): retrying will not help, nothing is lost.
+var ErrReported = errors.New("github: reported on the issue")
+
+// reported wraps err as told to the issue.
+func reported(err error) error { return fmt.Errorf("%w: %w", ErrReported, err) }
+
+// permanent reports whether a push or pull request failure will fail the
+// same way again.
+func permanent(err error) bool {
+	return errors.Is(err, ErrPatchDoesNotApply) || errors.Is(err, ErrBaseNotFound) ||
+		errors.Is(err, ErrMissingPermission) || errors.Is(err, ErrValidation) || errors.Is(err, ErrNotFound)
+}
+
+// openPullRequest pushes the branch, opens the pull request, labels it
+// when untested, and links it from the issue.
+func (p *Publisher) openPullRequest(ctx context.Context, run *effectRun, t task.Task, r task.Result, ref issueRef, cloneURL string) (string, error) {
+	untested := decide(t, r) == outUntested
+	// Nothing is pushed for a pull request that could not be opened.
+	err := p.need(ctx, ref, "open a pull request", "pull_requests")
+	var prURL string
+	if err == nil {
+		prURL, err = p.pullRequest(ctx, run, t, r, ref, cloneURL, untested)
+	}
+	if err != nil {
+		if !permanent(err) {
+			return "", err
+		}
+		if cerr := p.comment(ctx, run, t, ref, markFailed, p.resultComment(t, r, err)); cerr != nil {
+			return "", errors.Join(err, cerr)
+		}
+		return "", reported(err)
+	}
+	if untested {
+		n := prNumber(prURL)
+		if _, err := run.do(ctx, step{name: "label.untested", act: func(ctx context.Context) (string, error) {
+			return p.cfg.UntestedLabel, p.api.AddLabels(ctx, ref.owner, ref.repo, n, p.cfg.UntestedLabel)
+		}}); err != nil {
+			return prURL, err
+		}
+	}
+	if p.cfg.SetPullRequest != nil {
+		if err := p.cfg.SetPullRequest(ctx, t.ID, prURL); err != nil {
+			return prURL, fmt.Errorf("record pull request on the result: %w", err)
+		}
+	}
+	return prURL, p.comment(ctx, run, t, ref, markOpened, p.openedComment(t, r, prURL))
+}
+
+// prNumber reads the number at the end of a pull request's URL.
+func prNumber(u string) int {
+	i := strings.LastIndexByte(u, '/')
+	n, _ := strconv.Atoi(u[i+1:])
+	return n
 }
 
 // check validates that t is a GitHub task whose repository is the issue's
@@ -190,136 +327,142 @@ func (p *Publisher) check(t task.Task) (issueRef, string, error) {
 	return ref, want, nil
 }
 
-// pullRequest finds or makes the task's pull request and returns its URL.
-func (p *Publisher) pullRequest(ctx context.Context, t task.Task, r task.Result, ref issueRef, cloneURL string) (string, error) {
+// pullRequest pushes the task's branch and finds or opens its pull
+// request, returning its URL.
+func (p *Publisher) pullRequest(ctx context.Context, run *effectRun, t task.Task, r task.Result, ref issueRef, cloneURL string, untested bool) (string, error) {
 	branch := BranchName(t.ID)
-	if pr, ok, err := p.api.FindPullRequest(ctx, ref.owner, ref.repo, branch); err != nil {
-		return "", fmt.Errorf("find pull request for %s: %w", branch, err)
-	} else if ok {
-		return pr.HTMLURL, nil
-	}
-	if !fullSHA.MatchString(r.BaseCommit) {
-		return "", fmt.Errorf("%w: result's base commit %q is not a full sha", ErrBaseNotFound, r.BaseCommit)
-	}
 	base := t.Repo.Ref
 	if t.Output.PullRequest.Base != "" {
 		base = t.Output.PullRequest.Base
 	}
 	if base == "" {
-		return "", errors.New("no base branch: set output.pull_request.base or repo.ref")
+		return "", fmt.Errorf("%w: no base branch: set output.pull_request.base or repo.ref", ErrValidation)
 	}
-	when := r.FinishedAt
-	if when.IsZero() {
-		when = time.Now()
+	find := func(ctx context.Context) (string, bool, error) {
+		pr, ok, err := p.api.FindPullRequest(ctx, ref.owner, ref.repo, branch)
+		return pr.HTMLURL, ok, err
 	}
-	if _, err := p.git.push(ctx, commitSpec{cloneURL: cloneURL, base: r.BaseCommit, branch: base,
-		patch: r.Patch, message: commitMessage(t, r, ref), when: when, head: branch}); err != nil {
+	if _, err := run.do(ctx, step{name: "push", act: func(ctx context.Context) (string, error) {
+		if u, ok, err := find(ctx); err != nil || ok {
+			// Its pull request is open already (a ledger that lost its
+			// records): leave the branch as the pull request has it.
+			return u, err
+		}
+		if !fullSHA.MatchString(r.BaseCommit) {
+			return "", fmt.Errorf("%w: result's base commit %q is not a full sha", ErrBaseNotFound, r.BaseCommit)
+		}
+		when := r.FinishedAt
+		if when.IsZero() {
+			when = time.Now()
+		}
+		return p.git.push(ctx, commitSpec{owner: ref.owner, repo: ref.repo, cloneURL: cloneURL, base: r.BaseCommit,
+			branch: base, patch: r.Patch, message: commitMessage(t, r, ref), when: when, head: branch, force: true})
+	}}); err != nil {
 		return "", err
 	}
-	pr, err := p.api.CreatePullRequest(ctx, ref.owner, ref.repo, NewPullRequest{
-		Title: title(t, ref), Head: branch, Base: base, Body: p.prBody(t, r, ref), Draft: p.cfg.Draft,
-	})
-	if alreadyExists(err) {
-		// Another publish of this task got there first.
-		found, ok, ferr := p.api.FindPullRequest(ctx, ref.owner, ref.repo, branch)
-		if ferr == nil && ok {
-			return found.HTMLURL, nil
+	return run.do(ctx, step{name: "pull_request", lookup: find, act: func(ctx context.Context) (string, error) {
+		if err := p.need(ctx, ref, "open a pull request", "pull_requests"); err != nil {
+			return "", err
 		}
-	}
-	if err != nil {
-		return "", fmt.Errorf("open pull request %s -> %s: %w", branch, base, err)
-	}
-	return pr.HTMLURL, nil
+		draft := p.cfg.Draft || untested && (p.cfg.DraftWithoutTests == nil || p.cfg.DraftWithoutTests(t.Repo.URL))
+		pr, err := p.api.CreatePullRequest(ctx, ref.owner, ref.repo, NewPullRequest{
+			Title: title(t, ref), Head: branch, Base: base, Body: p.prBody(t, r, ref, untested), Draft: draft,
+		})
+		if alreadyExists(err) {
+			// Another publish of this task got there first.
+			if u, ok, ferr := find(ctx); ferr == nil && ok {
+				return u, nil
+			}
+		}
+		if err != nil {
+			return "", fmt.Errorf("open pull request %s -> %s: %w", branch, base, err)
+		}
+		return pr.HTMLURL, nil
+	}})
 }
 
-// comment posts body on the task's issue unless a comment of this kind
-// for this task is already there.
-func (p *Publisher) comment(ctx context.Context, t task.Task, ref issueRef, kind, body string) error {
-	existing, err := p.api.ListIssueComments(ctx, ref.owner, ref.repo, ref.number)
-	if err != nil {
-		return fmt.Errorf("list comments on %s: %w", ref, err)
-	}
+// comment posts body once on issue (or pull request) ref.number, as the
+// effect comment.<kind>. The comment carries a hidden marker; when two
+// holders both posted (one paused past its claim between its last check
+// and its request), the oldest marked comment is the one kept, and each
+// holder deletes its own younger one, so the issue ends with exactly one.
+func (p *Publisher) comment(ctx context.Context, run *effectRun, t task.Task, ref issueRef, kind, body string) error {
 	m := marker(t.ID, kind)
-	for _, c := range existing {
-		if strings.Contains(c.Body, m) {
-			return nil
+	marked := func(ctx context.Context) ([]IssueComment, error) {
+		all, err := p.api.ListIssueComments(ctx, ref.owner, ref.repo, ref.number)
+		if err != nil {
+			return nil, fmt.Errorf("list comments on %s: %w", ref, err)
 		}
-	}
-	if _, err := p.api.CreateIssueComment(ctx, ref.owner, ref.repo, ref.number, body); err != nil {
-		return fmt.Errorf("comment on %s: %w", ref, err)
-	}
-	return nil
-}
-
-// OnFinal publishes r when t is a GitHub task and returns r with
-// PullRequestURL set when a pull request exists. For any other task it is
-// a no-op returning r and nil. Call it after a task's final result, before
-// (or instead of after) storing it.
-func (p *Publisher) OnFinal(ctx context.Context, t task.Task, r task.Result) (task.Result, error) {
-	if t.Source.Kind != "github" || !r.Status.Final() {
-		return r, nil
-	}
-	u, err := p.Publish(ctx, t, r)
-	if u != "" {
-		r.PullRequestURL = u
-	}
-	return r, err
-}
-
-// Runner runs one task attempt; dispatcher.Runner has this method, so the
-// dispatcher's runner can be wrapped with [Publisher.Wrap] without this
-// package importing the dispatcher.
-type Runner interface {
-	Run(ctx context.Context, t task.Task, attempt int, onEvent func(task.Event)) task.Report
-}
-
-// Wrap returns a Runner that runs next and then, when the report is final
-// and the task came from GitHub, publishes the result before handing the
-// report back, so the stored result carries PullRequestURL. Reports are
-// not published when they ask for a retry, nor when ctx is done and the
-// result is not resolved: the dispatcher then either records a
-// cancellation or hands the task back at shutdown, and the runner cannot
-// tell which (so a task cancelled by a user gets no comment, and neither
-// does one dead-lettered after its last retry). Publishing runs on a
-// context detached from ctx, bounded by PublisherConfig.Timeout. A publish
-// failure does not change the task's status: it is reported as an error
-// log event ("github publish: …").
-func (p *Publisher) Wrap(next Runner) Runner {
-	return publishingRunner{next: next, p: p}
-}
-
-type publishingRunner struct {
-	next Runner
-	p    *Publisher
-}
-
-// Run runs the wrapped runner and publishes its final report.
-func (pr publishingRunner) Run(ctx context.Context, t task.Task, attempt int, onEvent func(task.Event)) task.Report {
-	rep := pr.next.Run(ctx, t, attempt, onEvent)
-	if rep.Retry || t.Source.Kind != "github" {
-		return rep
-	}
-	if ctx.Err() != nil && rep.Result.Status != task.StateResolved {
-		// Cancelled or shutting down: the dispatcher keeps only resolved
-		// work then (a shutdown hands the task back to run again), so
-		// nothing else is final yet.
-		return rep
-	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.p.cfg.Timeout)
-	defer cancel()
-	res, err := pr.p.OnFinal(pctx, t, rep.Result)
-	rep.Result = res
-	if onEvent != nil {
-		ev := task.Event{TaskID: t.ID, Time: time.Now().UTC(), Kind: task.EventLog}
-		switch {
-		case err != nil:
-			ev.IsError, ev.Text = true, "github publish: "+err.Error()
-		case res.PullRequestURL != "":
-			ev.Text = "github: pull request " + res.PullRequestURL
-		default:
-			ev.Text = "github: commented on " + t.Source.Issue
+		var out []IssueComment
+		for _, c := range all {
+			if strings.Contains(c.Body, m) {
+				out = append(out, c)
+			}
 		}
-		onEvent(ev)
+		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+		return out, nil
 	}
-	return rep
+	_, err := run.do(ctx, step{name: "comment." + kind,
+		lookup: func(ctx context.Context) (string, bool, error) {
+			cs, err := marked(ctx)
+			if err != nil || len(cs) == 0 {
+				return "", false, err
+			}
+			// Keep the oldest; younger ones are duplicates of holders
+			// that are gone (or fenced, and deleting their own).
+			for _, c := range cs[1:] {
+				if err := p.api.DeleteIssueComment(ctx, ref.owner, ref.repo, c.ID); err != nil {
+					return "", false, fmt.Errorf("delete duplicate comment %d on %s: %w", c.ID, ref, err)
+				}
+			}
+			return commentRef(cs[0].ID), true, nil
+		},
+		act: func(ctx context.Context) (string, error) {
+			if err := p.need(ctx, ref, "comment on "+ref.String(), "issues"); err != nil {
+				return "", err
+			}
+			c, err := p.api.CreateIssueComment(ctx, ref.owner, ref.repo, ref.number, body)
+			if err != nil {
+				return "", fmt.Errorf("comment on %s: %w", ref, err)
+			}
+			// The request may have gone out late; undo it when an older
+			// holder's comment got there first.
+			cs, err := marked(context.WithoutCancel(ctx))
+			if err == nil && len(cs) > 0 && cs[0].ID < c.ID {
+				if err := p.api.DeleteIssueComment(context.WithoutCancel(ctx), ref.owner, ref.repo, c.ID); err != nil {
+					return "", fmt.Errorf("delete duplicate comment %d on %s: %w", c.ID, ref, err)
+				}
+				return commentRef(cs[0].ID), nil
+			}
+			return commentRef(c.ID), nil
+		},
+	})
+	return err
+}
+
+// need returns a *PermissionError when the repository's token is known to
+// lack perm at write.
+func (p *Publisher) need(ctx context.Context, ref issueRef, op, perm string) error {
+	tok, err := p.cfg.Tokens.Token(ctx, ref.owner, ref.repo)
+	if err != nil {
+		return err
+	}
+	return checkPermission(tok, ref.owner+"/"+ref.repo, op, perm, Write)
+}
+
+// Finalize publishes a final task's result when it came from GitHub: the
+// dispatcher's Finalizer (it runs after the result is stored, and again on
+// every redelivery of the final task, so effects already done are
+// skipped). A failure the issue was told about is not an error (retrying
+// would not help); any other one is, so that the task is finalized again
+// later. Tasks from elsewhere are left alone.
+func (p *Publisher) Finalize(ctx context.Context, st task.Status) error {
+	if st.Task == nil || st.Result == nil || st.Task.Source.Kind != "github" || !st.State.Final() {
+		return nil
+	}
+	_, err := p.Publish(ctx, *st.Task, *st.Result)
+	if errors.Is(err, ErrReported) {
+		return nil
+	}
+	return err
 }

@@ -3,10 +3,14 @@ package github_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wrenchworks/wrench/github"
+	"github.com/wrenchworks/wrench/github/githubtest"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -55,12 +59,19 @@ func TestPublishResolved(t *testing.T) {
 	if pr.Title != "Add subtracts instead of adding" {
 		t.Errorf("title %q", pr.Title)
 	}
-	for _, want := range []string{"Fix Add to add.", "| before | `go test ./...` | failed (exit 1)",
-		"| after | `go test ./...` | passed", "4 turns, 6 tool calls, 12000 input and 800 output tokens, $0.0312, 1m35s",
+	for _, want := range []string{"Fix Add to add.", "### Evidence", "| Test command | `go test ./...` |",
+		"| Before the change | failed (exit 1) in 1.2s |", "| After the change | passed in 900ms |",
+		"| Failing tests that now pass | `TestAdd`, `TestAdd/negative` |", "| Tests that newly fail | none |",
+		"| Setup | snapshot hit: setup skipped |", "| Environment snapshot | `env-3f9a` |",
+		"| Turns | 4 (6 tool calls) |", "| Tokens | 12000 input, 800 output |", "| Cost | $0.0312 |", "| Time | 1m35s |",
+		"| Trajectory | `" + tk.ID + "/trajectory.jsonl` in Wrench's artifact store |",
 		"https://wrench.example.com/v1/tasks/" + tk.ID, "Closes #7", "<!-- wrench:task=" + tk.ID + " kind=pr -->"} {
 		if !strings.Contains(pr.Body, want) {
 			t.Errorf("pull request body lacks %q:\n%s", want, pr.Body)
 		}
+	}
+	if pr.Draft || strings.Contains(pr.Body, "Not verified") || len(f.gh.Labels("acme", "calc", pr.Number)) != 0 {
+		t.Errorf("a verified result opened a draft or labelled pull request: draft %v, labels %v", pr.Draft, f.gh.Labels("acme", "calc", pr.Number))
 	}
 
 	// The issue got one comment linking the pull request.
@@ -110,6 +121,18 @@ func TestPublishTwiceOpensOnePullRequest(t *testing.T) {
 			}
 			if n := f.gh.Pushes(); n != 1 {
 				t.Errorf("%d pushes, want 1", n)
+			}
+			// A publisher whose ledger lost its records (another process
+			// without the shared ledger) finds what GitHub has.
+			other, err := github.NewPublisher(f.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if third, err := other.Publish(context.Background(), tk, res); err != nil || third != first {
+				t.Fatalf("publish with an empty ledger: %q, %v", third, err)
+			}
+			if np, nc := len(f.gh.PullRequests("acme", "calc")), f.gh.CommentsCreated(); np != 1 || nc != 1 {
+				t.Errorf("%d pull requests, %d comments created, want 1 and 1", np, nc)
 			}
 		})
 	}
@@ -163,19 +186,31 @@ func TestPublishWithoutPullRequest(t *testing.T) {
 		patch  bool     // the comment carries the patch
 	}{
 		{"unresolved", func(_ *task.Task, r *task.Result) {
-			r.Status, r.Reason, r.TestsAfter.Passed, r.TestsAfter.ExitCode = task.StateUnresolved, "tests_failed", false, 1
-		}, []string{"**unresolved** (tests_failed)", "| after | `go test ./...` | failed (exit 1)"}, true},
+			r.Status, r.Reason, r.TestsAfter.Passed, r.TestsAfter.ExitCode = task.StateUnresolved, "finished_unverified", false, 1
+		}, []string{"Wrench did not solve this: the tests still fail with its change.", "reason: finished_unverified",
+			"| after | `go test ./...` | failed (exit 1)", "Work so far"}, true},
+		{"out of turns", func(_ *task.Task, r *task.Result) { r.Status, r.Reason = task.StateUnresolved, "max_turns" },
+			[]string{"it used all its turns"}, true},
 		{"failed", func(_ *task.Task, r *task.Result) {
-			r.Status, r.Reason, r.Patch, r.Summary = task.StateFailed, "clone: connection refused", "", ""
-		}, []string{"**failed** (clone: connection refused)"}, false},
-		{"timed out", func(_ *task.Task, r *task.Result) { r.Status, r.Reason = task.StateTimedOut, "timeout" },
-			[]string{"**timed_out** (timeout)"}, true},
+			r.Status, r.Reason, r.Patch, r.Summary, r.Fault = task.StateFailed, "clone: connection refused", "", "", task.FaultInfra
+		}, []string{"a problem on its side", "clone: connection refused", "No changes were made."}, false},
+		{"dead-lettered", func(_ *task.Task, r *task.Result) {
+			r.Status, r.Reason, r.Patch = task.StateFailed, "deliveries exhausted (5): worker died", ""
+		}, []string{"Wrench gave up", "deliveries exhausted (5): worker died"}, false},
+		{"setup failed", func(_ *task.Task, r *task.Result) {
+			r.Status, r.Reason, r.Fault = task.StateFailed, "setup_failed: exit 2", task.FaultSetup
+		}, []string{"its setup failed"}, true},
+		{"timed out", func(tk *task.Task, r *task.Result) {
+			r.Status, r.Reason, tk.Limits.Timeout = task.StateTimedOut, "timeout", task.Duration(30*time.Minute)
+		}, []string{"Wrench ran out of time (30m0s)"}, true},
 		{"cancelled", func(_ *task.Task, r *task.Result) { r.Status, r.Reason = task.StateCancelled, "cancelled" },
-			[]string{"**cancelled**"}, true},
+			[]string{"the task was cancelled", "Work so far"}, true},
 		{"resolved without changes", func(_ *task.Task, r *task.Result) { r.Patch = "" },
-			[]string{"**resolved**, with no changes"}, false},
+			[]string{"found nothing to change"}, false},
+		{"resolved with failing tests", func(_ *task.Task, r *task.Result) { r.TestsAfter.Passed, r.TestsAfter.ExitCode = false, 1 },
+			[]string{"the tests fail with it"}, true},
 		{"resolved, no pull request asked", func(tk *task.Task, _ *task.Result) { tk.Output.PullRequest = nil },
-			[]string{"**resolved**"}, true},
+			[]string{"did not ask for a pull request"}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -247,7 +282,7 @@ func TestPublishPatchDoesNotApply(t *testing.T) {
 		t.Error("a pull request or push was made for a patch that does not apply")
 	}
 	cs := f.gh.Comments("acme", "calc", 5)
-	if len(cs) != 1 || !strings.Contains(cs[0].Body, "could not open a pull request") ||
+	if len(cs) != 1 || !strings.Contains(cs[0].Body, "could not open a pull request") || !errors.Is(err, github.ErrReported) ||
 		!strings.Contains(cs[0].Body, "```diff") || !strings.Contains(cs[0].Body, "kind=failed") {
 		t.Fatalf("comments: %+v", cs)
 	}
@@ -279,18 +314,80 @@ func TestPublishRefusesForeignTasks(t *testing.T) {
 	}
 }
 
-func TestOnFinal(t *testing.T) {
-	f := newFixture(t, nil)
+// TestPublishUntested: a result that passed only because there was no
+// test command opens a labelled pull request, a draft by default, and
+// not a draft where the policy says so.
+func TestPublishUntested(t *testing.T) {
+	for _, draft := range []bool{true, false} {
+		t.Run(fmt.Sprintf("draft %v", draft), func(t *testing.T) {
+			f := newFixture(t, func(c *github.PublisherConfig) {
+				if !draft {
+					c.DraftWithoutTests = func(string) bool { return false }
+				}
+			})
+			tk := f.task("gh-acme-calc-12-x", 12)
+			res := f.result(t, tk.ID)
+			res.TestsBefore, res.TestsAfter = nil, nil
+			u, err := f.pub.Publish(context.Background(), tk, res)
+			if err != nil || u == "" {
+				t.Fatalf("Publish = %q, %v", u, err)
+			}
+			pr := f.gh.PullRequests("acme", "calc")[0]
+			if pr.Draft != draft {
+				t.Errorf("draft = %v, want %v", pr.Draft, draft)
+			}
+			if l := f.gh.Labels("acme", "calc", pr.Number); len(l) != 1 || l[0] != github.DefaultUntestedLabel {
+				t.Errorf("labels %v", l)
+			}
+			for _, want := range []string{"Not verified by tests", "| Test command | **none**: nothing checked the change |"} {
+				if !strings.Contains(pr.Body, want) {
+					t.Errorf("body lacks %q:\n%s", want, pr.Body)
+				}
+			}
+			if cs := f.gh.Comments("acme", "calc", 12); len(cs) != 1 || !strings.Contains(cs[0].Body, "labelled as untested") {
+				t.Errorf("comments %+v", cs)
+			}
+		})
+	}
+}
+
+// TestFinalize: the dispatcher's hook publishes GitHub tasks' stored
+// results, records the pull request on the result, leaves other tasks
+// alone, and does not call a failure it reported on the issue an error.
+func TestFinalize(t *testing.T) {
+	var recorded []string
+	f := newFixture(t, func(c *github.PublisherConfig) {
+		c.SetPullRequest = func(_ context.Context, id, u string) error {
+			recorded = append(recorded, id+" "+u)
+			return nil
+		}
+	})
 	api := f.task("t-api", 1)
 	api.Source = task.Source{Kind: "api"}
-	r, err := f.pub.OnFinal(context.Background(), api, f.result(t, api.ID))
-	if err != nil || r.PullRequestURL != "" || len(f.gh.Requests()) != 0 {
-		t.Fatalf("non-GitHub task: %v, url %q, %d calls; want a no-op", err, r.PullRequestURL, len(f.gh.Requests()))
+	res := f.result(t, api.ID)
+	if err := f.pub.Finalize(context.Background(), task.Status{TaskID: api.ID, Task: &api, State: res.Status, Result: &res}); err != nil || len(f.gh.Requests()) != 0 {
+		t.Fatalf("non-GitHub task: %v, %d calls; want a no-op", err, len(f.gh.Requests()))
 	}
 	gh := f.task("gh-acme-calc-2-x", 2)
-	r, err = f.pub.OnFinal(context.Background(), gh, f.result(t, gh.ID))
-	if err != nil || r.PullRequestURL == "" {
-		t.Fatalf("GitHub task: %v, url %q", err, r.PullRequestURL)
+	res = f.result(t, gh.ID)
+	if err := f.pub.Finalize(context.Background(), task.Status{TaskID: gh.ID, Task: &gh, State: res.Status, Result: &res}); err != nil {
+		t.Fatal(err)
+	}
+	if prs := f.gh.PullRequests("acme", "calc"); len(prs) != 1 || len(recorded) != 1 || recorded[0] != gh.ID+" "+prs[0].HTMLURL {
+		t.Fatalf("pull requests %d, recorded %v", len(prs), recorded)
+	}
+	bad := f.task("gh-acme-calc-3-x", 3)
+	res = f.result(t, bad.ID)
+	res.Patch = strings.Replace(res.Patch, "return a - b", "return a * b", 1)
+	if err := f.pub.Finalize(context.Background(), task.Status{TaskID: bad.ID, Task: &bad, State: res.Status, Result: &res}); err != nil {
+		t.Errorf("a failure reported on the issue is an error to the dispatcher: %v", err)
+	}
+	f.gh.Inject(githubtest.Fault{Path: "/repos/acme/calc/issues/4/comments", Status: http.StatusBadGateway, Times: 10})
+	down := f.task("gh-acme-calc-4-x", 4)
+	res = f.result(t, down.ID)
+	res.Status = task.StateUnresolved
+	if err := f.pub.Finalize(context.Background(), task.Status{TaskID: down.ID, Task: &down, State: res.Status, Result: &res}); err == nil {
+		t.Error("GitHub down: no error, so the dispatcher would not try again")
 	}
 }
 

@@ -2,6 +2,7 @@ package github
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -17,6 +18,7 @@ const (
 	markOpened = "opened" // the issue comment linking the pull request
 	markResult = "result" // the issue comment for a result without a pull request
 	markFailed = "failed" // the issue comment when the pull request could not be made
+	markReply  = "reply"  // the answer to a follow-up asked for on a pull request
 )
 
 // marker is the hidden line identifying a text Wrench wrote.
@@ -58,52 +60,177 @@ func commitMessage(t task.Task, r task.Result, ref issueRef) string {
 	return b.String()
 }
 
-// prBody is the pull request's description.
-func (p *Publisher) prBody(t task.Task, r task.Result, ref issueRef) string {
+// prBody is the pull request's description: what Wrench did, the
+// evidence that the change works, and what closes.
+func (p *Publisher) prBody(t task.Task, r task.Result, ref issueRef, untested bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Wrench worked on #%d and proposes this change.\n\n", ref.number)
+	if untested {
+		b.WriteString("> [!WARNING]\n> **Not verified by tests:** this repository has no test command (`.wrench.yaml` `test:` or the server policy), so the agent's own word that it is done is all there is. Review it as you would an unchecked contribution.\n\n")
+	}
 	if s := strings.TrimSpace(r.Summary); s != "" {
 		b.WriteString("### Summary\n\n")
 		b.WriteString(s)
 		b.WriteString("\n\n")
 	}
-	writeTests(&b, r)
-	writeUsage(&b, r)
-	b.WriteString(p.taskLine(t, r))
-	fmt.Fprintf(&b, "\nCloses #%d\n\n%s\n", ref.number, marker(t.ID, markPR))
+	p.writeEvidence(&b, t, r)
+	fmt.Fprintf(&b, "Closes #%d\n\n%s\n", ref.number, marker(t.ID, markPR))
 	return b.String()
 }
+
+// writeEvidence writes the evidence table: the test command and its runs
+// before and after, which tests the change fixed and broke, the setup and
+// its snapshot, what the run cost, and where its trajectory is.
+func (p *Publisher) writeEvidence(b *strings.Builder, t task.Task, r task.Result) {
+	b.WriteString("### Evidence\n\n| | |\n|---|---|\n")
+	row := func(k, v string) { fmt.Fprintf(b, "| %s | %s |\n", k, v) }
+	cmd := ""
+	for _, tr := range []*task.TestRun{r.TestsAfter, r.TestsBefore} {
+		if tr != nil && strings.TrimSpace(tr.Command) != "" {
+			cmd = tr.Command
+			break
+		}
+	}
+	if cmd == "" {
+		row("Test command", "**none**: nothing checked the change")
+	} else {
+		row("Test command", code(cmd))
+		row("Before the change", runCell(r.TestsBefore))
+		row("After the change", runCell(r.TestsAfter))
+		if d := diffTests(r.TestsBefore, r.TestsAfter); d.Known {
+			row("Failing tests that now pass", nameList(d.Fixed, "none named"))
+			row("Tests that newly fail", nameList(d.Broken, "none"))
+		} else if r.TestsBefore != nil && r.TestsAfter != nil {
+			row("Tests", "the output names no tests Wrench can read; exit codes above")
+		}
+	}
+	row("Setup", setupCell(r.Setup))
+	if r.Setup != nil && r.Setup.Key != "" {
+		row("Environment snapshot", code(r.Setup.Key))
+	}
+	u := r.Usage
+	row("Turns", fmt.Sprintf("%d (%d tool calls)", u.Turns, u.ToolCalls))
+	row("Tokens", fmt.Sprintf("%d input, %d output", u.InputTokens, u.OutputTokens))
+	row("Cost", fmt.Sprintf("$%.4f", u.CostUSD))
+	if r.Timings.Total > 0 {
+		row("Time", r.Timings.Total.Round(time.Second).String())
+	}
+	row("Trajectory", p.trajectoryCell(t, r))
+	row("Task", p.taskCell(t, r))
+	b.WriteString("\n")
+}
+
+// runCell is one test run's outcome.
+func runCell(tr *task.TestRun) string {
+	if tr == nil {
+		return "not run"
+	}
+	return testOutcome(tr)
+}
+
+// setupCell says how the environment was prepared.
+func setupCell(s *task.SetupRun) string {
+	if s == nil {
+		return "none recorded"
+	}
+	switch s.Snapshot {
+	case task.SnapshotHit:
+		return "snapshot hit: setup skipped"
+	}
+	out := "snapshot miss"
+	if s.Snapshot == task.SnapshotNone {
+		out = "no snapshot"
+	}
+	if len(s.Commands) == 0 {
+		return out + ", no setup commands"
+	}
+	verdict := fmt.Sprintf("passed in %s", s.Duration.Round(100*time.Millisecond))
+	switch {
+	case s.TimedOut:
+		verdict = "timed out"
+	case !s.Passed:
+		verdict = fmt.Sprintf("failed (exit %d)", s.ExitCode)
+	}
+	return fmt.Sprintf("%s, setup %s %s", out, code(strings.Join(s.Commands, " && ")), verdict)
+}
+
+// trajectoryCell links or names the trajectory artifact.
+func (p *Publisher) trajectoryCell(t task.Task, r task.Result) string {
+	const name = "trajectory.jsonl"
+	if !slices.Contains(r.Artifacts, name) {
+		return "not stored"
+	}
+	if p.cfg.ArtifactURL != nil {
+		if u := p.cfg.ArtifactURL(t.ID, name); u != "" {
+			return "[" + name + "](" + u + ")"
+		}
+	}
+	return code(t.ID+"/"+name) + " in Wrench's artifact store"
+}
+
+// taskCell names and links the task, with its base commit.
+func (p *Publisher) taskCell(t task.Task, r task.Result) string {
+	id := code(t.ID)
+	if p.cfg.TaskURL != nil {
+		if u := p.cfg.TaskURL(t.ID); u != "" {
+			id = "[" + t.ID + "](" + u + ")"
+		}
+	}
+	if r.BaseCommit != "" {
+		id += " on " + short(r.BaseCommit)
+	}
+	return id
+}
+
+// nameList is names as code, or none.
+func nameList(names []string, none string) string {
+	if len(names) == 0 {
+		return none
+	}
+	const max = 20
+	var out []string
+	for i, n := range names {
+		if i == max {
+			out = append(out, fmt.Sprintf("and %d more", len(names)-max))
+			break
+		}
+		out = append(out, code(n))
+	}
+	return strings.Join(out, ", ")
+}
+
+// code is s as inline code in a table cell.
+func code(s string) string { return "`" + tableCell(s) + "`" }
 
 // openedComment links the pull request from the issue.
 func (p *Publisher) openedComment(t task.Task, r task.Result, prURL string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Wrench opened a pull request: %s\n\n", prURL)
-	if after := r.TestsAfter; after != nil {
-		fmt.Fprintf(&b, "Tests after the change: %s.\n\n", testOutcome(after))
+	if after := r.TestsAfter; after != nil && after.Command != "" {
+		fmt.Fprintf(&b, "`%s` %s after the change.\n\n", tableCell(after.Command), testOutcome(after))
+	} else {
+		b.WriteString("There is no test command, so nothing checked the change: it is labelled as untested.\n\n")
 	}
 	b.WriteString(p.taskLine(t, r))
 	fmt.Fprintf(&b, "\n%s\n", marker(t.ID, markOpened))
 	return b.String()
 }
 
-// resultComment reports a result that gets no pull request: its status,
-// reason, summary, tests and (truncated) patch. failure, when set, says
-// why a pull request could not be opened.
+// resultComment reports a result that gets no pull request in plain
+// words: what happened, the details, and the work so far as a collapsed
+// patch. failure, when set, says why a pull request could not be opened.
 func (p *Publisher) resultComment(t task.Task, r task.Result, failure error) string {
 	var b strings.Builder
 	kind := markResult
-	switch {
-	case failure != nil:
+	if failure != nil {
 		kind = markFailed
-		fmt.Fprintf(&b, "Wrench resolved this issue but could not open a pull request: %s\n\n", failure)
-	case r.Status == task.StateResolved && strings.TrimSpace(r.Patch) == "":
-		b.WriteString("Wrench finished: **resolved**, with no changes to the repository.\n\n")
-	default:
-		fmt.Fprintf(&b, "Wrench finished: **%s**", r.Status)
-		if r.Reason != "" {
-			fmt.Fprintf(&b, " (%s)", oneLine(r.Reason))
-		}
-		b.WriteString(".\n\n")
+		fmt.Fprintf(&b, "Wrench finished the work but could not open a pull request: %s\n\n", failure)
+	} else {
+		b.WriteString(plainOutcome(t, r))
+		b.WriteString("\n\n")
+	}
+	if r.Reason != "" && failure == nil {
+		fmt.Fprintf(&b, "Status `%s`, reason: %s.\n\n", r.Status, oneLine(r.Reason))
 	}
 	if s := strings.TrimSpace(r.Summary); s != "" {
 		b.WriteString("### Summary\n\n")
@@ -112,20 +239,79 @@ func (p *Publisher) resultComment(t task.Task, r task.Result, failure error) str
 	}
 	writeTests(&b, r)
 	writeUsage(&b, r)
-	if patch := strings.TrimSpace(r.Patch); patch != "" {
-		shown, cut := clipPatch(r.Patch, maxPatchInComment)
-		lines := strings.Count(r.Patch, "\n")
-		fmt.Fprintf(&b, "<details><summary>Patch (%d lines", lines)
-		if cut {
-			fmt.Fprintf(&b, ", first %d bytes of %d shown", len(shown), len(r.Patch))
-		}
-		b.WriteString(")</summary>\n\n")
-		fence := fenceFor(shown)
-		fmt.Fprintf(&b, "%sdiff\n%s\n%s\n\n</details>\n\n", fence, strings.TrimRight(shown, "\n"), fence)
-	}
+	writePatch(&b, r.Patch)
 	b.WriteString(p.taskLine(t, r))
 	fmt.Fprintf(&b, "\n%s\n", marker(t.ID, kind))
 	return b.String()
+}
+
+// writePatch attaches the work so far, collapsed.
+func writePatch(b *strings.Builder, patch string) {
+	if strings.TrimSpace(patch) == "" {
+		b.WriteString("No changes were made.\n\n")
+		return
+	}
+	shown, cut := clipPatch(patch, maxPatchInComment)
+	lines := strings.Count(patch, "\n")
+	fmt.Fprintf(b, "<details><summary>Work so far: the patch (%d lines", lines)
+	if cut {
+		fmt.Fprintf(b, ", first %d bytes of %d shown", len(shown), len(patch))
+	}
+	b.WriteString(")</summary>\n\n")
+	fence := fenceFor(shown)
+	fmt.Fprintf(b, "%sdiff\n%s\n%s\n\n</details>\n\n", fence, strings.TrimRight(shown, "\n"), fence)
+}
+
+// plainOutcome says in a sentence what became of the task.
+func plainOutcome(t task.Task, r task.Result) string {
+	reason := strings.ToLower(r.Reason)
+	switch r.Status {
+	case task.StateResolved:
+		switch {
+		case strings.TrimSpace(r.Patch) == "":
+			return "Wrench finished and found nothing to change in the repository."
+		case r.TestsAfter != nil && !r.TestsAfter.Passed:
+			return "Wrench made a change, but the tests fail with it, so it did not open a pull request."
+		}
+		return "Wrench finished; this task did not ask for a pull request."
+	case task.StateCancelled:
+		return "Wrench stopped working on this: the task was cancelled."
+	case task.StateTimedOut:
+		lim := ""
+		if t.Limits.Timeout > 0 {
+			lim = " (" + time.Duration(t.Limits.Timeout).String() + ")"
+		}
+		return "Wrench ran out of time" + lim + " before it could finish."
+	case task.StateRejected:
+		return "Wrench could not start: the task was not valid."
+	case task.StateFailed:
+		switch {
+		case strings.HasPrefix(reason, "deliveries exhausted"):
+			return "Wrench gave up: every attempt to run this failed on Wrench's side, and it has no attempts left."
+		case r.Fault == task.FaultSetup || strings.HasPrefix(reason, task.ReasonSetupFailed):
+			return "Wrench could not prepare the repository's environment: its setup failed."
+		case r.Fault == task.FaultInput:
+			return "Wrench could not work on this: the task or the repository's configuration is invalid."
+		case r.Fault == task.FaultModel:
+			return "Wrench could not finish: the model failed."
+		case r.Fault == task.FaultInfra:
+			return "Wrench could not finish because of a problem on its side."
+		}
+		return "Wrench could not finish this."
+	}
+	switch {
+	case strings.Contains(reason, "max_turns"):
+		return "Wrench did not solve this: it used all its turns."
+	case strings.Contains(reason, "max_cost"), strings.Contains(reason, "max_tokens"):
+		return "Wrench did not solve this: it reached its spending limit."
+	case strings.Contains(reason, "loop_detected"):
+		return "Wrench did not solve this: it kept repeating the same step, so it was stopped."
+	case strings.Contains(reason, "finished_unverified"), strings.Contains(reason, "tests_failed"):
+		return "Wrench did not solve this: the tests still fail with its change."
+	case strings.Contains(reason, "timeout"):
+		return "Wrench did not solve this in the time it had."
+	}
+	return "Wrench did not solve this."
 }
 
 // taskLine names the task, links it when TaskURL is set, and gives the

@@ -3,19 +3,17 @@ package github
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
+	"github.com/wrenchworks/wrench/policy"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -26,10 +24,6 @@ const (
 	HeaderDelivery  = "X-GitHub-Delivery"
 )
 
-// DefaultMaxBody is the webhook body limit when WebhookConfig.MaxBody is
-// zero: GitHub caps payloads at 25 MB.
-const DefaultMaxBody = 25 << 20
-
 // DefaultWebURL is where GitHub's repositories are cloned from.
 const DefaultWebURL = "https://github.com"
 
@@ -38,7 +32,7 @@ type WebhookConfig struct {
 	// Secret is the webhook's secret; required. Every delivery must carry
 	// its HMAC-SHA256 in X-Hub-Signature-256.
 	Secret []byte
-	// Submit queues a task (queue.Conn.Submit fits): duplicate is true
+	// Submit queues a task (queue.Submissions.Submit fits): duplicate is true
 	// when a task with the same id is already known.
 	Submit func(ctx context.Context, t task.Task) (st task.Status, duplicate bool, err error)
 	// Label is the issue label that starts a task ("wrench" when empty;
@@ -64,6 +58,26 @@ type WebhookConfig struct {
 	// MaxBody caps the request body (DefaultMaxBody when zero); larger
 	// bodies answer 413 and submit nothing.
 	MaxBody int64
+	// MaxReads bounds the bodies read at once before their signature is
+	// known (DefaultMaxReads when zero); ReadTimeout bounds the wait for a
+	// turn plus the reading (DefaultReadTimeout when zero). A delivery
+	// without a well-formed signature header is refused unread.
+	MaxReads    int
+	ReadTimeout time.Duration
+	// API, when set, lets the webhook act on GitHub: check that whoever
+	// asks for a follow-up on a pull request has write access, read the
+	// pull request a conversation comment is on and the review thread a
+	// review comment belongs to, and tell an issue whose repository the
+	// policy refuses how to allow it. Without it, follow-ups are refused
+	// (202 with the reason) and refused repositories are only answered.
+	API *Client
+	// Policy, when set, decides which repositories may run tasks: a
+	// delivery for one it refuses gets a comment on its issue saying how
+	// to allow it, and no task.
+	Policy *policy.Policy
+	// PermissionTTL is how long a collaborator's permission is cached
+	// (one minute when zero).
+	PermissionTTL time.Duration
 	// Logger receives one line per delivery (never the payload or the
 	// signature); nil discards.
 	Logger *slog.Logger
@@ -73,22 +87,33 @@ type WebhookConfig struct {
 // for concurrent use.
 //
 // A delivery is answered:
-//   - 401 when X-Hub-Signature-256 is missing or wrong (nothing is read
-//     beyond the body, nothing is submitted);
-//   - 413 over the body limit, 405 for a method other than POST;
+//   - 401 when X-Hub-Signature-256 is missing or malformed (the body is
+//     not read) or wrong (the body was read and hashed at once, within
+//     the body limit; nothing is submitted);
+//   - 413 over the body limit (unread when Content-Length says so), 405
+//     for a method other than POST;
+//   - 503 with Retry-After when MaxReads bodies are being read and no
+//     turn came within ReadTimeout;
 //   - 400 when the event or delivery header is missing or the payload is
 //     not the JSON its event promises;
 //   - 200 {"status":"ok"} for ping;
 //   - 201 {"status":"queued","task_id":…} when a task was submitted, 200
 //     {"status":"duplicate",…} when it was already known (a redelivery);
-//   - 202 {"status":"ignored","reason":…} for every other event or action;
-//   - 503 when the queue refused the task (GitHub shows the failure and
-//     the delivery can be redelivered).
+//   - 202 {"status":"ignored","reason":…} for every other event or action
+//     (unknown events too), and for a repository the policy refuses (its
+//     issue is told how to allow it);
+//   - 400 naming the fields when the task would ask for more than the
+//     policy allows (the webhook's Limits over the policy's maximum);
+//   - 503 when the queue refused the task, or GitHub's API could not be
+//     read (GitHub shows the failure and the delivery can be redelivered).
 type Webhook struct {
-	cfg     WebhookConfig
-	log     *slog.Logger
-	web     *url.URL
-	allowed map[string]bool
+	cfg         WebhookConfig
+	log         *slog.Logger
+	web         *url.URL
+	allowed     map[string]bool
+	permissions permCache
+	// reads holds a token per body being read.
+	reads chan struct{}
 }
 
 // NewWebhook checks cfg and returns a Webhook.
@@ -108,11 +133,21 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
+	if cfg.MaxReads <= 0 {
+		cfg.MaxReads = DefaultMaxReads
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
 	web, err := parseWebURL(cfg.WebURL)
 	if err != nil {
 		return nil, err
 	}
-	w := &Webhook{cfg: cfg, log: cfg.Logger, web: web}
+	if cfg.PermissionTTL <= 0 {
+		cfg.PermissionTTL = time.Minute
+	}
+	w := &Webhook{cfg: cfg, log: cfg.Logger, web: web, permissions: permCache{ttl: cfg.PermissionTTL},
+		reads: make(chan struct{}, cfg.MaxReads)}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
@@ -172,18 +207,9 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		reply(http.StatusMethodNotAllowed, answer{Status: "error", Reason: "use POST"})
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, w.cfg.MaxBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			reply(http.StatusRequestEntityTooLarge, answer{Status: "error", Reason: fmt.Sprintf("body over %d bytes", w.cfg.MaxBody)})
-			return
-		}
-		reply(http.StatusBadRequest, answer{Status: "error", Reason: "read body: " + err.Error()})
-		return
-	}
-	if !w.verify(body, r.Header.Get(HeaderSignature)) {
-		reply(http.StatusUnauthorized, answer{Status: "error", Reason: "missing or wrong " + HeaderSignature})
+	body, berr := w.readSigned(rw, r)
+	if berr != nil {
+		reply(berr.code, answer{Status: "error", Reason: berr.reason})
 		return
 	}
 	if event == "" || delivery == "" {
@@ -199,7 +225,11 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		reply(http.StatusOK, answer{Status: "ok", Reason: "pong"})
 		return
 	}
-	t, reason, err := w.taskFor(event, delivery, payload)
+	t, reason, err := w.taskFor(r.Context(), event, delivery, payload)
+	if errors.Is(err, errUpstream) {
+		reply(http.StatusServiceUnavailable, answer{Status: "error", Reason: err.Error()})
+		return
+	}
 	if err != nil {
 		reply(http.StatusBadRequest, answer{Status: "error", Reason: err.Error()})
 		return
@@ -207,6 +237,19 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if t == nil {
 		reply(http.StatusAccepted, answer{Status: "ignored", Reason: reason})
 		return
+	}
+	if reason, denied := w.refused(r.Context(), *t); denied {
+		reply(http.StatusAccepted, answer{Status: "ignored", TaskID: t.ID, Reason: reason})
+		return
+	}
+	if w.cfg.Policy != nil {
+		// What the task asks for (the webhook's limits, the repository's
+		// URL) must be within the policy, as for the API.
+		var ve *task.ValidationError
+		if err := w.cfg.Policy.Admit(*t); errors.As(err, &ve) {
+			reply(http.StatusBadRequest, answer{Status: "error", TaskID: t.ID, Reason: "the server policy does not allow this task: " + err.Error()})
+			return
+		}
 	}
 	st, dup, err := w.cfg.Submit(r.Context(), *t)
 	var ve *task.ValidationError
@@ -220,22 +263,6 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	default:
 		reply(http.StatusCreated, answer{Status: "queued", TaskID: st.TaskID})
 	}
-}
-
-// verify checks the X-Hub-Signature-256 header against body, in constant
-// time.
-func (w *Webhook) verify(body []byte, header string) bool {
-	hexSig, ok := strings.CutPrefix(header, "sha256=")
-	if !ok {
-		return false
-	}
-	got, err := hex.DecodeString(hexSig)
-	if err != nil || len(got) != sha256.Size {
-		return false
-	}
-	m := hmac.New(sha256.New, w.cfg.Secret)
-	m.Write(body)
-	return hmac.Equal(got, m.Sum(nil))
 }
 
 // jsonPayload returns the event JSON: the body itself, or its "payload"

@@ -38,7 +38,7 @@ func (c *Client) Chat(ctx context.Context, req agent.ModelRequest, onDelta func(
 			return agent.ModelResponse{}, fmt.Errorf("chat with %s: %w", model, ctx.Err())
 		}
 		me := f.err
-		if f.emitted || f.noRetry || !me.Retryable() || attempt >= c.cfg.MaxRetries {
+		if f.noRetry || !me.Retryable() || attempt >= c.cfg.MaxRetries {
 			return agent.ModelResponse{}, me
 		}
 		delay := c.backoff(attempt)
@@ -50,6 +50,10 @@ func (c *Client) Chat(ctx context.Context, req agent.ModelRequest, onDelta func(
 		}
 		c.log.Warn("model call failed; retrying", "model", model, "attempt", attempt+1,
 			"kind", string(me.Kind), "status", me.Status, "delay", delay, "err", me.Error())
+		if onDelta != nil {
+			onDelta(agent.StreamEvent{Kind: agent.StreamRetry,
+				Text: fmt.Sprintf("%v; retry %d of %d in %s", me, attempt+1, c.cfg.MaxRetries, delay.Round(time.Millisecond))})
+		}
 		if err := c.sleep(ctx, delay); err != nil {
 			return agent.ModelResponse{}, fmt.Errorf("chat with %s: waiting to retry after %s: %w", model, me.Kind, err)
 		}
@@ -59,8 +63,6 @@ func (c *Client) Chat(ctx context.Context, req agent.ModelRequest, onDelta func(
 // failure is a failed attempt.
 type failure struct {
 	err *agent.ModelError
-	// emitted: deltas of this attempt already reached the caller.
-	emitted bool
 	// noRetry: the server said "x-should-retry: false".
 	noRetry bool
 }
@@ -70,12 +72,12 @@ func (c *Client) attempt(ctx context.Context, params openai.ChatCompletionNewPar
 	actx, cancel := context.WithTimeoutCause(ctx, c.cfg.RequestTimeout, errAttemptTimeout)
 	defer cancel()
 	var httpResp *http.Response
-	opt := option.WithResponseInto(&httpResp)
+	into := option.WithResponseInto(&httpResp)
 
 	if c.cfg.NoStream {
-		cc, err := c.svc.New(actx, params, opt)
+		cc, err := c.svc.New(actx, params, into, capBody(c.cfg.MaxReplyBytes, false))
 		if err != nil {
-			return agent.ModelResponse{}, c.classify(actx, err, httpResp, false)
+			return agent.ModelResponse{}, c.classify(actx, err, httpResp)
 		}
 		resp, err := c.fromCompletion(cc)
 		if err != nil {
@@ -85,18 +87,18 @@ func (c *Client) attempt(ctx context.Context, params openai.ChatCompletionNewPar
 		return resp, nil
 	}
 
-	stream := c.svc.NewStreaming(actx, params, opt)
+	stream := c.svc.NewStreaming(actx, params, into, capBody(c.cfg.MaxReplyBytes, true))
 	defer stream.Close()
-	acc := newAccumulator(onDelta)
-	for stream.Next() {
+	acc := newAccumulator(onDelta, c.cfg.MaxReplyBytes)
+	for acc.err == nil && stream.Next() {
 		acc.add(stream.Current())
 	}
-	if err := stream.Err(); err != nil {
-		return agent.ModelResponse{}, c.classify(actx, err, httpResp, acc.emitted)
+	if err := stream.Err(); err != nil && acc.err == nil {
+		return agent.ModelResponse{}, c.classify(actx, err, httpResp)
 	}
 	resp, err := acc.result(c.cfg.GenerateMissingCallIDs)
 	if err != nil {
-		return agent.ModelResponse{}, &failure{err: badResponse(err), emitted: acc.emitted}
+		return agent.ModelResponse{}, &failure{err: badResponse(err)}
 	}
 	return resp, nil
 }

@@ -19,10 +19,13 @@ import (
 // Defaults for the zero values of [Config].
 const (
 	DefaultRequestTimeout = 5 * time.Minute
-	DefaultMaxRetries     = 4
-	DefaultBackoffBase    = 500 * time.Millisecond
+	DefaultMaxRetries     = 3
+	DefaultBackoffBase    = time.Second
 	DefaultBackoffMax     = 30 * time.Second
 	DefaultMaxRetryAfter  = 2 * time.Minute
+	// DefaultMaxReplyBytes is about two million tokens: far beyond any
+	// model's output limit, far below what hurts the process.
+	DefaultMaxReplyBytes = 8 << 20
 )
 
 // Config configures a [Client]. The zero value of every field but BaseURL
@@ -51,6 +54,13 @@ type Config struct {
 	// MaxRetryAfter is the longest server-requested wait the client sits
 	// out; a longer Retry-After ends the call (default DefaultMaxRetryAfter).
 	MaxRetryAfter time.Duration
+	// MaxReplyBytes bounds one reply (default DefaultMaxReplyBytes): the
+	// text, reasoning, tool names, ids and arguments of a streamed reply
+	// together, and each of its server-sent events; the body of a whole
+	// (non-streamed) reply or of an error. A streamed reply may take eight
+	// times as many bytes on the wire, for the framing. Past a bound the
+	// attempt ends with ModelBadResponse, which is retried.
+	MaxReplyBytes int64
 	// NoStream asks for whole replies instead of server-sent events.
 	// Streaming is the default.
 	NoStream bool
@@ -109,6 +119,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.MaxRetryAfter <= 0 {
 		cfg.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if cfg.MaxReplyBytes <= 0 {
+		cfg.MaxReplyBytes = DefaultMaxReplyBytes
 	}
 	logger := cfg.Logger
 	if logger == nil {

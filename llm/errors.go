@@ -20,9 +20,9 @@ import (
 const maxErrorMessage = 500
 
 // classify turns a failed attempt into a typed failure. httpResp is the
-// response the SDK saw, if any; emitted says whether deltas went out.
-func (c *Client) classify(actx context.Context, err error, httpResp *http.Response, emitted bool) *failure {
-	f := &failure{emitted: emitted}
+// response the SDK saw, if any.
+func (c *Client) classify(actx context.Context, err error, httpResp *http.Response) *failure {
+	f := &failure{}
 	var apiErr *openai.Error
 	var streamErr *ssestream.StreamError
 	var netErr net.Error

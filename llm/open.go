@@ -70,7 +70,8 @@ func (e *SpecError) Unwrap() error { return e.Err }
 //   - "" or a model name ("gpt-4.1", "qwen2.5:7b", also "openai:NAME")
 //     uses WRENCH_LLM_BASE_URL (default https://api.openai.com/v1) and
 //     WRENCH_LLM_API_KEY, falling back to OPENAI_API_KEY. An empty spec
-//     means WRENCH_LLM_MODEL, else DefaultModel. A key is required for the
+//     means WRENCH_LLM_MODEL (any spec, "scripted:FILE" too), else
+//     DefaultModel. A key is required for the
 //     default (OpenAI) endpoint only: local endpoints may need none.
 //
 // A spec containing "://", an unknown scheme-like prefix ("http:", "file:",
@@ -82,6 +83,10 @@ func Open(ctx context.Context, spec string, cfg OpenConfig) (model agent.Model, 
 		getenv = func(string) string { return "" }
 	}
 	spec = strings.TrimSpace(spec)
+	if spec == "" {
+		// The default model may be any spec, scripted:FILE included.
+		spec = strings.TrimSpace(getenv(EnvModel))
+	}
 	lower := strings.ToLower(spec)
 	switch {
 	case strings.Contains(spec, "://"):

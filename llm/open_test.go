@@ -47,6 +47,18 @@ func TestOpen_Scripted(t *testing.T) {
 	if name != "scripted-raw" {
 		t.Errorf("name from the script = %q", name)
 	}
+
+	// The default model ($WRENCH_LLM_MODEL) may be a script too: a
+	// service's workers play it for tasks that name no model.
+	_, name, closeDefault, err := llm.Open(context.Background(), "",
+		llm.OpenConfig{Getenv: env(map[string]string{llm.EnvModel: "scripted:scripted/testdata/raw_args.yaml"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDefault()
+	if name != "scripted-raw" {
+		t.Errorf("default scripted model's name = %q", name)
+	}
 }
 
 func TestOpen_Endpoint(t *testing.T) {
@@ -112,5 +124,24 @@ func TestOpen_SpecErrors(t *testing.T) {
 	_, _, _, err := llm.Open(context.Background(), "scripted:testdata/nope.yaml", llm.OpenConfig{})
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing script error does not wrap fs.ErrNotExist: %v", err)
+	}
+}
+
+// TestKeyWarning: no key for OpenAI's endpoint is worth a warning, unless
+// the default model needs none.
+func TestKeyWarning(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		warn bool
+	}{
+		{map[string]string{}, true},
+		{map[string]string{llm.EnvAPIKey: "k"}, false},
+		{map[string]string{llm.EnvBaseURL: "http://127.0.0.1:11434/v1"}, false},
+		{map[string]string{llm.EnvModel: "scripted:fix.yaml"}, false},
+		{map[string]string{llm.EnvModel: "gpt-5"}, true},
+	} {
+		if got := llm.KeyWarning(env(c.env)) != ""; got != c.warn {
+			t.Errorf("%v: warning %v, want %v", c.env, got, c.warn)
+		}
 	}
 }

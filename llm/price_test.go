@@ -1,6 +1,7 @@
 package llm_test
 
 import (
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -11,7 +12,13 @@ import (
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
 
-func TestPriceTable_Cost(t *testing.T) {
+// cost prices usage with the agent's one price model.
+func cost(prices map[string]agent.Price, model string, u agent.TokenUsage) float64 {
+	c, _ := agent.Config{Prices: prices}.Cost(model, u)
+	return c
+}
+
+func TestDefaultPrices(t *testing.T) {
 	p := llm.DefaultPrices()
 	tests := []struct {
 		model string
@@ -28,57 +35,58 @@ func TestPriceTable_Cost(t *testing.T) {
 		{"unknown-model", agent.TokenUsage{InputTokens: 1_000_000}, 0},
 	}
 	for _, tt := range tests {
-		if got := p.Cost(tt.model, tt.u); !near(got, tt.want) {
+		if got := cost(p, tt.model, tt.u); !near(got, tt.want) {
 			t.Errorf("Cost(%s, %+v) = %v, want %v", tt.model, tt.u, got, tt.want)
 		}
 	}
-	// Without a cached price, cached tokens cost the input price.
-	q := llm.PriceTable{"m": {InputPerMTok: 1, OutputPerMTok: 2}}
-	if got := q.Cost("m", agent.TokenUsage{InputTokens: 1_000_000, CachedTokens: 500_000}); !near(got, 1) {
-		t.Errorf("cost without cached price = %v", got)
+	for name, pr := range p {
+		if name != "scripted" && pr.CachedInputPerMTok == 0 {
+			t.Errorf("%s has no cached-input price", name)
+		}
 	}
 }
 
-func TestLoadPriceTable(t *testing.T) {
-	y, err := llm.LoadPriceTable("testdata/prices.yaml")
+func TestLoadPrices(t *testing.T) {
+	y, err := llm.LoadPrices("testdata/prices.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := llm.LoadPriceTable("testdata/prices.json")
+	j, err := llm.LoadPrices("testdata/prices.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := llm.DefaultPrices().With(y).With(j)
-	if got := p.Cost("gpt-4o", agent.TokenUsage{InputTokens: 1_000_000}); got != 3 {
+	p := llm.DefaultPrices()
+	maps.Copy(p, y)
+	maps.Copy(p, j)
+	if got := cost(p, "gpt-4o", agent.TokenUsage{InputTokens: 1_000_000}); got != 3 {
 		t.Errorf("overridden gpt-4o input cost = %v", got)
 	}
-	if got := p.Cost("claude-sonnet-4-20250514", agent.TokenUsage{InputTokens: 1_000_000, CachedTokens: 1_000_000}); !near(got, 0.3) {
+	if got := cost(p, "claude-sonnet-4-20250514", agent.TokenUsage{InputTokens: 1_000_000, CachedTokens: 1_000_000}); !near(got, 0.3) {
 		t.Errorf("dated claude cost = %v", got)
 	}
-	if pr, ok := p.Lookup("my-model"); !ok || pr.CachedInputPerMTok != 0.5 {
-		t.Errorf("my-model = %+v %v", pr, ok)
+	if pr := p["my-model"]; pr.CachedInputPerMTok != 0.5 {
+		t.Errorf("my-model = %+v", pr)
 	}
-	if _, ok := llm.DefaultPrices().Lookup("local-llama"); ok {
-		t.Error("With changed the defaults")
+	if _, ok := llm.DefaultPrices()["local-llama"]; ok {
+		t.Error("DefaultPrices is shared: copying over it changed the next one")
 	}
-	ap := p.AgentPrices()
-	if ap["gpt-4o"] != (agent.Price{InputPerMTok: 3, OutputPerMTok: 12}) || len(ap) != len(p) {
-		t.Errorf("AgentPrices = %v", ap)
+	if _, err := llm.LoadPrices("testdata/none.yaml"); err == nil {
+		t.Error("a missing file loads")
 	}
 }
 
-func TestParsePriceTable_Errors(t *testing.T) {
+func TestParsePrices_Errors(t *testing.T) {
 	for _, tt := range []struct{ in, want string }{
 		{"m: {input_per_mtok: 1}", "required"},
 		{"m: {input_per_mtok: -1, output_per_mtok: 1}", "negative"},
 		{"m: {input: 1, output_per_mtok: 1}", "input"},
 		{"[1, 2]", "parse"},
 	} {
-		if _, err := llm.ParsePriceTable([]byte(tt.in)); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("ParsePriceTable(%q) = %v, want an error about %q", tt.in, err, tt.want)
+		if _, err := llm.ParsePrices([]byte(tt.in)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParsePrices(%q) = %v, want an error about %q", tt.in, err, tt.want)
 		}
 	}
-	if p, err := llm.ParsePriceTable(nil); err != nil || len(p) != 0 {
+	if p, err := llm.ParsePrices(nil); err != nil || len(p) != 0 {
 		t.Errorf("empty file: %v %v", p, err)
 	}
 }

@@ -15,6 +15,10 @@ type accumulator struct {
 	onDelta func(agent.StreamEvent)
 	// emitted: at least one delta reached onDelta.
 	emitted bool
+	// max bounds size, the bytes of text, reasoning, names, ids and
+	// arguments so far; err is set once it is passed.
+	max, size int64
+	err       error
 
 	model     string
 	content   strings.Builder
@@ -31,8 +35,17 @@ type callAcc struct {
 	args     strings.Builder
 }
 
-func newAccumulator(onDelta func(agent.StreamEvent)) *accumulator {
-	return &accumulator{onDelta: onDelta, calls: map[int64]*callAcc{}}
+func newAccumulator(onDelta func(agent.StreamEvent), max int64) *accumulator {
+	return &accumulator{onDelta: onDelta, calls: map[int64]*callAcc{}, max: max}
+}
+
+// grow counts n more bytes of the reply and reports whether they fit.
+func (a *accumulator) grow(n int) bool {
+	a.size += int64(n)
+	if a.size > a.max && a.err == nil {
+		a.err = &replyTooLargeError{what: "its text, reasoning and tool calls", limit: a.max}
+	}
+	return a.err == nil
 }
 
 func (a *accumulator) emit(ev agent.StreamEvent) {
@@ -43,6 +56,7 @@ func (a *accumulator) emit(ev agent.StreamEvent) {
 }
 
 // add folds one chunk in. Only choice 0 is read (the client asks for one).
+// Once the reply passes its cap, add keeps nothing more and a.err says so.
 func (a *accumulator) add(ch openai.ChatCompletionChunk) {
 	if ch.Model != "" {
 		a.model = ch.Model
@@ -56,7 +70,13 @@ func (a *accumulator) add(ch openai.ChatCompletionChunk) {
 		}
 		a.sawChoice = true
 		d := choice.Delta
+		if !a.grow(len(d.Content) + len(d.Refusal) + deltaCallBytes(d.ToolCalls)) {
+			return
+		}
 		if t := reasoningText(d.JSON.ExtraFields); t != "" {
+			if !a.grow(len(t)) {
+				return
+			}
 			a.thinking.WriteString(t)
 			a.emit(agent.StreamEvent{Kind: agent.StreamThinking, Text: t})
 		}
@@ -97,8 +117,20 @@ func (a *accumulator) addCall(tc openai.ChatCompletionChunkChoiceDeltaToolCall) 
 	}
 }
 
+// deltaCallBytes is what the tool-call deltas of one chunk add.
+func deltaCallBytes(calls []openai.ChatCompletionChunkChoiceDeltaToolCall) int {
+	n := 0
+	for _, tc := range calls {
+		n += len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments)
+	}
+	return n
+}
+
 // result is the complete reply, or why the stream does not make one.
 func (a *accumulator) result(generateIDs bool) (agent.ModelResponse, error) {
+	if a.err != nil {
+		return agent.ModelResponse{}, a.err
+	}
 	if !a.sawChoice {
 		return agent.ModelResponse{}, errors.New("the streamed reply has no choices")
 	}

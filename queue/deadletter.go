@@ -21,9 +21,9 @@ const (
 	HeaderDeadStreamSeq  = "Wrench-Dead-Stream-Seq"
 )
 
-// DeliveryExceeded is the server's max-deliveries advisory
+// deliveryExceeded is the server's max-deliveries advisory
 // (io.nats.jetstream.advisory.v1.max_deliver).
-type DeliveryExceeded struct {
+type deliveryExceeded struct {
 	Type       string `json:"type"`
 	Stream     string `json:"stream"`
 	Consumer   string `json:"consumer"`
@@ -31,8 +31,8 @@ type DeliveryExceeded struct {
 	Deliveries uint64 `json:"deliveries"`
 }
 
-// TaskIDFromSubject returns the task id of a wrench.tasks.<id> subject.
-func TaskIDFromSubject(subject string) string {
+// taskIDFromSubject returns the task id of a wrench.tasks.<id> subject.
+func taskIDFromSubject(subject string) string {
 	id, ok := strings.CutPrefix(subject, TaskSubjectPrefix)
 	if !ok || !validID(id) {
 		return ""
@@ -40,10 +40,10 @@ func TaskIDFromSubject(subject string) string {
 	return id
 }
 
-// DeadLetter copies a task message (its data and headers) to
+// deadLetter copies a task message (its data and headers) to
 // wrench.deadletter.<id> with the reason, delivery count and original stream
 // sequence in headers. It is idempotent per stream sequence.
-func (c *Conn) DeadLetter(ctx context.Context, id string, data []byte, hdr nats.Header, streamSeq uint64, deliveries int, reason string) error {
+func (c *Conn) deadLetter(ctx context.Context, id string, data []byte, hdr nats.Header, streamSeq uint64, deliveries int, reason string) error {
 	msg := &nats.Msg{Subject: DeadLetterSubjectPrefix + id, Data: data, Header: nats.Header{}}
 	for k, v := range hdr {
 		if k == jetstream.MsgIDHeader || strings.HasPrefix(k, "Nats-") {
@@ -61,7 +61,7 @@ func (c *Conn) DeadLetter(ctx context.Context, id string, data []byte, hdr nats.
 	return nil
 }
 
-// Buried is what [Conn.BuryExhausted] did with one advisory.
+// Buried is what [Work.BuryExhausted] did with one advisory.
 type Buried struct {
 	// TaskID is the dead task ("" when its message was already gone).
 	TaskID string
@@ -74,12 +74,12 @@ type Buried struct {
 	Status task.Status
 }
 
-// BuryExhausted handles a max-deliveries advisory of the workers consumer:
+// buryExhausted handles a max-deliveries advisory of the workers consumer:
 // the task message is copied to the dead-letter stream, the task gets a
 // failed result naming the reason (unless it is already final), a result
 // event is published and the message is deleted from the work queue. It is
 // idempotent: an advisory whose message is already gone does nothing.
-func (c *Conn) BuryExhausted(ctx context.Context, adv DeliveryExceeded) (Buried, error) {
+func (c *Conn) buryExhausted(ctx context.Context, adv deliveryExceeded) (Buried, error) {
 	if adv.Stream != TasksStream {
 		return Buried{}, nil
 	}
@@ -90,7 +90,7 @@ func (c *Conn) BuryExhausted(ctx context.Context, adv DeliveryExceeded) (Buried,
 	if err != nil {
 		return Buried{}, fmt.Errorf("read exhausted message %d: %w", adv.StreamSeq, err)
 	}
-	id := TaskIDFromSubject(m.Subject)
+	id := taskIDFromSubject(m.Subject)
 	if id == "" {
 		if err := c.tasks.DeleteMsg(ctx, adv.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return Buried{}, fmt.Errorf("delete exhausted message %d: %w", adv.StreamSeq, err)
@@ -101,7 +101,7 @@ func (c *Conn) BuryExhausted(ctx context.Context, adv DeliveryExceeded) (Buried,
 	if e, err := c.get(ctx, id); err == nil && e.st.State == task.StateQueued && e.st.Reason != "" {
 		reason = fmt.Sprintf("deliveries exhausted (%d): %s", adv.Deliveries, e.st.Reason)
 	}
-	if err := c.DeadLetter(ctx, id, m.Data, m.Header, adv.StreamSeq, int(adv.Deliveries), reason); err != nil {
+	if err := c.deadLetter(ctx, id, m.Data, m.Header, adv.StreamSeq, int(adv.Deliveries), reason); err != nil {
 		return Buried{}, err
 	}
 	var t *task.Task
@@ -109,7 +109,7 @@ func (c *Conn) BuryExhausted(ctx context.Context, adv DeliveryExceeded) (Buried,
 		t = &dt
 	}
 	res := task.Result{Status: task.StateFailed, Reason: reason, Attempt: int(adv.Deliveries)}
-	st, settled, err := c.Settle(ctx, id, t, res)
+	st, settled, err := c.states.Settle(ctx, id, t, res)
 	if err != nil {
 		return Buried{}, err
 	}
@@ -122,21 +122,18 @@ func (c *Conn) BuryExhausted(ctx context.Context, adv DeliveryExceeded) (Buried,
 	return Buried{TaskID: id, Reason: reason, Settled: settled, Status: st}, nil
 }
 
-// ParseDeliveryExceeded decodes a max-deliveries advisory.
-func ParseDeliveryExceeded(data []byte) (DeliveryExceeded, error) {
-	var adv DeliveryExceeded
+// parseDeliveryExceeded decodes a max-deliveries advisory.
+func parseDeliveryExceeded(data []byte) (deliveryExceeded, error) {
+	var adv deliveryExceeded
 	if err := json.Unmarshal(data, &adv); err != nil {
-		return DeliveryExceeded{}, fmt.Errorf("decode max-deliveries advisory: %w", err)
+		return deliveryExceeded{}, fmt.Errorf("decode max-deliveries advisory: %w", err)
 	}
 	return adv, nil
 }
 
-// Republish puts a task message on the work queue again as a new message,
-// with a fresh delivery count: how a delivery that was handed back through
-// no fault of the task (a worker shutting down) on its last attempt avoids
-// being counted as exhausted. The caller then acks the old message. The
-// message id is derived from the old stream sequence, so retrying is safe.
-func (c *Conn) Republish(ctx context.Context, id string, data []byte, hdr nats.Header, streamSeq uint64) error {
+// republish puts a task message on the work queue again as a new message,
+// with a fresh delivery count (see [Delivery.Reissue]).
+func (c *Conn) republish(ctx context.Context, id string, data []byte, hdr nats.Header, streamSeq uint64) error {
 	msg := &nats.Msg{Subject: TaskSubjectPrefix + id, Data: data, Header: nats.Header{}}
 	for k, v := range hdr {
 		if !strings.HasPrefix(k, "Nats-") {

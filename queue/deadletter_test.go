@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/wrenchworks/wrench/internal/natstest"
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -16,63 +15,51 @@ import (
 // advisory is captured in the dead-letter stream, and BuryExhausted moves the
 // task there with a failed result naming the reason.
 func TestMaxDeliveriesAdvisoryIsCapturedAndBuried(t *testing.T) {
-	c := connect(t, startNATS(t, ""))
+	s := startNATS(t, "")
+	c := connect(t, s)
 	ctx := context.Background()
-	cons, err := c.TaskConsumer(ctx, queue.ConsumerConfig{AckWait: 300 * time.Millisecond, MaxDeliver: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	adv, err := c.DeadLetterAdvisories(ctx)
-	if err != nil {
+	w := c.Work()
+	if err := w.Open(ctx, queue.ConsumerConfig{AckWait: 300 * time.Millisecond, MaxDeliver: 2}); err != nil {
 		t.Fatal(err)
 	}
 	submit(t, c, newTask("t-dead"))
-	for want := uint64(1); want <= 2; want++ {
-		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
-		if err != nil {
-			t.Fatalf("delivery %d: %v", want, err)
-		}
-		md, _ := m.Metadata()
-		if md.NumDelivered != want {
-			t.Fatalf("delivery count = %d, want %d", md.NumDelivered, want)
+	for want := 1; want <= 2; want++ {
+		d := nextDelivery(t, w)
+		if d.Attempt != want || d.TaskID != "t-dead" {
+			t.Fatalf("delivery %d = %+v", want, d)
 		}
 		// No ack: the worker "died".
 	}
 	// The server notices the exhausted message when it next looks for one
 	// to deliver, i.e. on the next pull (workers always have one waiting).
-	if _, err := cons.Next(jetstream.FetchMaxWait(time.Second)); err == nil {
-		t.Fatal("a third delivery was made")
+	if d, err := w.Next(ctx, time.Second); err != nil || d != nil {
+		t.Fatalf("a third delivery: %+v, %v", d, err)
 	}
-	am, err := adv.Next(jetstream.FetchMaxWait(waitLimit))
+	// The exhausted message stays in the work-queue stream until buried.
+	if n := natstest.StreamMsgs(t, s, queue.TasksStream); n != 1 {
+		t.Fatalf("task stream holds %d messages before burial, want 1", n)
+	}
+	// The advisory stays in the dead-letter stream; keep it to replay.
+	raw := natstest.Stream(t, s, queue.DeadLetterStream)
+	am, err := raw.GetLastMsgForSubject(ctx, queue.MaxDeliveriesAdvisory)
 	if err != nil {
 		t.Fatalf("no max-deliveries advisory captured: %v", err)
 	}
-	a, err := queue.ParseDeliveryExceeded(am.Data())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.Stream != queue.TasksStream || a.Consumer != queue.WorkersConsumer || a.Deliveries != 2 || a.StreamSeq == 0 {
-		t.Fatalf("advisory = %+v", a)
-	}
-	// The exhausted message stays in the work-queue stream until deleted.
-	if n := streamMsgs(t, c, queue.TasksStream); n != 1 {
-		t.Fatalf("task stream holds %d messages before burial, want 1", n)
-	}
-	b, err := c.BuryExhausted(ctx, a)
+	b, err := w.BuryExhausted(ctx, waitLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.TaskID != "t-dead" || !b.Settled || !strings.Contains(b.Reason, "deliveries exhausted (2)") {
 		t.Fatalf("buried = %+v", b)
 	}
-	st, _ := c.Status(ctx, "t-dead")
+	st, _ := c.States().Status(ctx, "t-dead")
 	if st.State != task.StateFailed || st.Result == nil || st.Result.Reason != b.Reason {
 		t.Fatalf("status = %+v", st)
 	}
-	if n := streamMsgs(t, c, queue.TasksStream); n != 0 {
+	if n := natstest.StreamMsgs(t, s, queue.TasksStream); n != 0 {
 		t.Fatalf("task stream holds %d messages, want 0", n)
 	}
-	dl, err := c.DeadLetters().GetLastMsgForSubject(ctx, queue.DeadLetterSubjectPrefix+"t-dead")
+	dl, err := raw.GetLastMsgForSubject(ctx, queue.DeadLetterSubjectPrefix+"t-dead")
 	if err != nil {
 		t.Fatalf("dead letter: %v", err)
 	}
@@ -83,7 +70,68 @@ func TestMaxDeliveriesAdvisoryIsCapturedAndBuried(t *testing.T) {
 		t.Fatalf("dead letter body = %q, %v", dl.Data, err)
 	}
 	// Handling the same advisory again changes nothing.
-	if b2, err := c.BuryExhausted(ctx, a); err != nil || b2.TaskID != "" {
+	if _, err := natstest.JetStream(t, s).Publish(ctx, queue.MaxDeliveriesAdvisory, am.Data); err != nil {
+		t.Fatal(err)
+	}
+	if b2, err := w.BuryExhausted(ctx, waitLimit); err != nil || b2.TaskID != "" {
 		t.Fatalf("second bury = %+v, %v", b2, err)
 	}
+	if st2, _ := c.States().Status(ctx, "t-dead"); st2.UpdatedAt != st.UpdatedAt {
+		t.Fatalf("second bury rewrote the state: %+v", st2)
+	}
+}
+
+// Term with a reason copies the message to the dead-letter stream first;
+// Reissue puts it back as a fresh message (delivery count 1) and acks the
+// old one.
+func TestDeliveryTermAndReissue(t *testing.T) {
+	s := startNATS(t, "")
+	c := connect(t, s)
+	ctx := context.Background()
+	w := c.Work()
+	if err := w.Open(ctx, queue.ConsumerConfig{AckWait: time.Minute, MaxDeliver: 3}); err != nil {
+		t.Fatal(err)
+	}
+	submit(t, c, newTask("t-re"))
+	d := nextDelivery(t, w)
+	if err := d.Nak(0); err != nil {
+		t.Fatal(err)
+	}
+	d = nextDelivery(t, w)
+	if d.Attempt != 2 {
+		t.Fatalf("attempt after nak = %d", d.Attempt)
+	}
+	if err := d.Reissue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Reissue(ctx); err != nil {
+		t.Fatalf("reissue again: %v", err)
+	}
+	d = nextDelivery(t, w)
+	if d.Attempt != 1 || d.TaskID != "t-re" {
+		t.Fatalf("reissued delivery = %+v", d)
+	}
+	if n := natstest.StreamMsgs(t, s, queue.TasksStream); n != 1 {
+		t.Fatalf("task stream holds %d messages after reissue, want 1", n)
+	}
+	if err := d.Term(ctx, "given up"); err != nil {
+		t.Fatal(err)
+	}
+	dl, err := natstest.Stream(t, s, queue.DeadLetterStream).GetLastMsgForSubject(ctx, queue.DeadLetterSubjectPrefix+"t-re")
+	if err != nil || dl.Header.Get(queue.HeaderDeadReason) != "given up" {
+		t.Fatalf("dead letter = %+v, %v", dl, err)
+	}
+	if got, err := w.Next(ctx, 500*time.Millisecond); err != nil || got != nil {
+		t.Fatalf("delivery after term: %+v, %v", got, err)
+	}
+}
+
+// nextDelivery waits for the next delivery.
+func nextDelivery(t *testing.T, w *queue.Work) *queue.Delivery {
+	t.Helper()
+	d, err := w.Next(context.Background(), waitLimit)
+	if err != nil || d == nil {
+		t.Fatalf("next delivery: %v, %v", d, err)
+	}
+	return d
 }

@@ -1,24 +1,40 @@
-// Package queue is Wrench's NATS JetStream layer: the work queue tasks travel
-// on, the state store that records each task's state machine and result, the
-// artifact store, the event stream that feeds `wrench watch` and the SSE
-// endpoint, and the embedded nats-server that `wrench serve` runs.
+// Package queue is Wrench's NATS JetStream layer, split by role. A [Conn]
+// binds the layout and hands out one value per role, each with only the
+// methods its users need:
 //
-// Layout (see ARCHITECTURE.md, "NATS"):
+//   - [Submissions]: submit a task, cancel one (the API, the webhook);
+//   - [Work]: the consumer side: deliveries of the work queue with their
+//     acknowledgements ([Delivery]), the queue's lag, and the tasks whose
+//     deliveries ran out (the dispatcher);
+//   - [States]: each task's state record, claimed for a run through a
+//     [Lease] and settled with compare-and-set; cancellation requests;
+//     listing (the dispatcher, the API);
+//   - [Artifacts]: patch, trajectory and logs of each task;
+//   - [Events]: each task's event stream (the dispatcher publishes, the API
+//     follows).
+//
+// Consumers declare the small interfaces they need (package dispatcher's
+// Queue, package api's Submitter, States, EventSource and ArtifactSource);
+// the nats-server that `wrench serve` embeds is in package natsserver, so
+// that a client of the API links neither.
+//
+// Layout:
 //
 //   - stream WRENCH_TASKS: work-queue retention, subjects wrench.tasks.<id>,
 //     a duplicate window keyed on Nats-Msg-Id = task id, and the durable pull
 //     consumer "wrench-workers" that dispatchers share;
 //   - KV bucket WRENCH_STATE: key task.<id> holds the task's [task.Status]
 //     (state, attempt, worker, timestamps, result); key cancel.<id> is a
-//     cancellation request for a running task;
+//     cancellation request for a running task; bounded by [Retention];
 //   - object store WRENCH_ARTIFACTS: "<id>/<artifact>" (patch, trajectory,
-//     logs), kept for every final state;
+//     logs), bounded by [Retention];
 //   - stream WRENCH_EVENTS: wrench.events.<id>, age-limited;
 //   - stream WRENCH_DEADLETTER: wrench.deadletter.<id> (tasks whose
 //     deliveries ran out) and the captured max-deliveries advisories of the
 //     task consumer.
 //
-// Every state change goes through compare-and-set on the task's KV revision,
-// so two workers can never both write a final result: a task's effect happens
-// exactly once even when its message is delivered more than once.
+// Every stream and bucket has Config.Replicas replicas. Every state change
+// goes through compare-and-set on the task's KV revision, so two workers can
+// never both write a final result: a task's effect happens exactly once even
+// when its message is delivered more than once.
 package queue

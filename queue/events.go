@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,9 +17,13 @@ import (
 // (the event may have aged out, or its publisher died before sending it).
 const resultGrace = time.Second
 
-// PublishEvent publishes ev on wrench.events.<ev.TaskID>, stamping its Time
-// when zero. Seq is assigned by the stream and reported by [Conn.Events].
-func (c *Conn) PublishEvent(ctx context.Context, ev task.Event) error {
+// Events is the event stream of a [Conn]: what happens to each task, in
+// order, for followers (`wrench watch`, the SSE endpoint).
+type Events struct{ c *Conn }
+
+// Publish publishes ev on wrench.events.<ev.TaskID>, stamping its Time
+// when zero. Seq is assigned by the stream and reported by [Events.Follow].
+func (e *Events) Publish(ctx context.Context, ev task.Event) error {
 	if !validID(ev.TaskID) {
 		return fmt.Errorf("publish event: invalid task id %q", ev.TaskID)
 	}
@@ -30,7 +35,7 @@ func (c *Conn) PublishEvent(ctx context.Context, ev task.Event) error {
 	if err != nil {
 		return fmt.Errorf("publish event of %s: encode: %w", ev.TaskID, err)
 	}
-	if _, err := c.js.Publish(ctx, EventSubjectPrefix+ev.TaskID, data); err != nil {
+	if _, err := e.c.js.Publish(ctx, EventSubjectPrefix+ev.TaskID, data); err != nil {
 		return fmt.Errorf("publish event of %s: %w", ev.TaskID, err)
 	}
 	return nil
@@ -39,23 +44,24 @@ func (c *Conn) PublishEvent(ctx context.Context, ev task.Event) error {
 // emit publishes ev best effort: events are a view, the state record is the
 // truth.
 func (c *Conn) emit(ctx context.Context, ev task.Event) {
-	if err := c.PublishEvent(ctx, ev); err != nil {
+	if err := c.evs.Publish(ctx, ev); err != nil {
 		c.log.Warn("publish event", "task", ev.TaskID, "kind", ev.Kind, "err", err)
 	}
 }
 
-// Events streams the events of task id whose Seq is greater than fromSeq
+// Follow streams the events of task id whose Seq is greater than fromSeq
 // (0: all that are stored): first the stored ones, then live ones as they are
 // published. Each event's Seq is its stream sequence, usable as an SSE event
 // id to resume from. The channel is closed after the result event, or when
 // ctx is done. When the task is final but its result event is not stored
 // (aged out), a result event is made from the state record. An unknown id
-// gives an error wrapping [ErrNotFound].
-func (c *Conn) Events(ctx context.Context, id string, fromSeq uint64) (<-chan task.Event, error) {
-	if _, err := c.Status(ctx, id); err != nil {
+// gives an error wrapping [task.ErrNotFound].
+func (e *Events) Follow(ctx context.Context, id string, fromSeq uint64) (<-chan task.Event, error) {
+	c := e.c
+	if _, err := c.states.Status(ctx, id); err != nil {
 		return nil, err
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{EventSubjectPrefix + id}}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{EventSubjectPrefix + id}, InactiveThreshold: followerInactive}
 	if fromSeq > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = fromSeq + 1
@@ -87,6 +93,7 @@ func (c *Conn) Events(ctx context.Context, id string, fromSeq uint64) (<-chan ta
 		defer close(out)
 		defer cancel()
 		defer func() { _ = w.Stop() }()
+		defer e.dropConsumer(cons)
 		defer cc.Stop()
 		var final *task.Status
 		grace := time.NewTimer(time.Hour)
@@ -119,15 +126,15 @@ func (c *Conn) Events(ctx context.Context, id string, fromSeq uint64) (<-chan ta
 				if final != nil {
 					grace.Reset(resultGrace)
 				}
-			case e, ok := <-w.Updates():
+			case u, ok := <-w.Updates():
 				if !ok {
 					return
 				}
-				if e == nil || e.Operation() != jetstream.KeyValuePut || final != nil {
+				if u == nil || u.Operation() != jetstream.KeyValuePut || final != nil {
 					continue
 				}
 				var st task.Status
-				if json.Unmarshal(e.Value(), &st) == nil && st.State.Final() {
+				if json.Unmarshal(u.Value(), &st) == nil && st.State.Final() {
 					final = &st
 					grace.Reset(resultGrace)
 				}
@@ -138,6 +145,27 @@ func (c *Conn) Events(ctx context.Context, id string, fromSeq uint64) (<-chan ta
 		}
 	}()
 	return out, nil
+}
+
+// followerInactive is when the server drops a follower's consumer that
+// nobody deleted (its process died): the client deletes it on every
+// other ending.
+const followerInactive = time.Minute
+
+// dropConsumer deletes a follower's consumer on the server: stopping it
+// client-side leaves it, with its goroutines and buffers in an embedded
+// server, until it is inactive (each GET …/events used to leave about
+// three goroutines and 31 KB for five minutes).
+func (e *Events) dropConsumer(cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.c.events.DeleteConsumer(ctx, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		e.c.log.Debug("delete event follower", "consumer", info.Name, "err", err)
+	}
 }
 
 // resultEvent is the result event for a final status.

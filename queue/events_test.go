@@ -22,10 +22,10 @@ func TestEventsReplayFollowAndClose(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-ev")
 	submit(t, c, tk) // publishes the queued state event
-	if err := c.PublishEvent(ctx, task.Event{TaskID: tk.ID, Kind: task.EventLog, Text: "stored"}); err != nil {
+	if err := c.Events().Publish(ctx, task.Event{TaskID: tk.ID, Kind: task.EventLog, Text: "stored"}); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := c.Events(ctx, tk.ID, 0)
+	ch, err := c.Events().Follow(ctx, tk.ID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,13 +36,13 @@ func TestEventsReplayFollowAndClose(t *testing.T) {
 		}
 	}
 	// Follow.
-	if err := c.PublishEvent(ctx, task.Event{TaskID: tk.ID, Kind: task.EventTurn, Turn: 1}); err != nil {
+	if err := c.Events().Publish(ctx, task.Event{TaskID: tk.ID, Kind: task.EventTurn, Turn: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if ev := <-ch; ev.Kind != task.EventTurn || ev.Turn != 1 {
 		t.Fatalf("live event = %+v", ev)
 	}
-	l, _, err := c.Acquire(ctx, tk, 1, "w")
+	l, _, err := c.States().Acquire(ctx, tk, 1, "w")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestEventsReplayFollowAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.PublishEvent(ctx, queue.ResultEvent(st)); err != nil {
+	if err := c.Events().Publish(ctx, queue.ResultEvent(st)); err != nil {
 		t.Fatal(err)
 	}
 	rest := collect(t, ch)
@@ -65,18 +65,18 @@ func TestEventsResumeAfterSeq(t *testing.T) {
 	tk := newTask("t-seq")
 	submit(t, c, tk)
 	for i := 1; i <= 3; i++ {
-		if err := c.PublishEvent(ctx, task.Event{TaskID: tk.ID, Kind: task.EventTurn, Turn: i}); err != nil {
+		if err := c.Events().Publish(ctx, task.Event{TaskID: tk.ID, Kind: task.EventTurn, Turn: i}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	st, _, err := c.Settle(ctx, tk.ID, nil, task.Result{Status: task.StateFailed, Reason: "x"})
+	st, _, err := c.States().Settle(ctx, tk.ID, nil, task.Result{Status: task.StateFailed, Reason: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.PublishEvent(ctx, queue.ResultEvent(st)); err != nil {
+	if err := c.Events().Publish(ctx, queue.ResultEvent(st)); err != nil {
 		t.Fatal(err)
 	}
-	all, err := c.Events(ctx, tk.ID, 0)
+	all, err := c.Events().Follow(ctx, tk.ID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestEventsResumeAfterSeq(t *testing.T) {
 	if len(evs) != 5 {
 		t.Fatalf("got %d events, want 5: %+v", len(evs), evs)
 	}
-	from, err := c.Events(ctx, tk.ID, evs[2].Seq)
+	from, err := c.Events().Follow(ctx, tk.ID, evs[2].Seq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +99,10 @@ func TestEventsResumeAfterSeq(t *testing.T) {
 func TestEventsSynthesizeMissingResult(t *testing.T) {
 	c := connect(t, startNATS(t, ""))
 	ctx := context.Background()
-	if _, _, err := c.Settle(ctx, "t-quiet", nil, task.Result{Status: task.StateRejected, Reason: "bad"}); err != nil {
+	if _, _, err := c.States().Settle(ctx, "t-quiet", nil, task.Result{Status: task.StateRejected, Reason: "bad"}); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := c.Events(ctx, "t-quiet", 0)
+	ch, err := c.Events().Follow(ctx, "t-quiet", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestEventsStopWithContext(t *testing.T) {
 	c := connect(t, startNATS(t, ""))
 	submit(t, c, newTask("t-ctx"))
 	ctx, cancel := context.WithCancel(context.Background())
-	ch, err := c.Events(ctx, "t-ctx", 0)
+	ch, err := c.Events().Follow(ctx, "t-ctx", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,40 +5,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/wrenchworks/wrench/internal/natstest"
 	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/queue/natsserver"
 	"github.com/wrenchworks/wrench/task"
 )
 
 // waitLimit bounds waits so a bug cannot hang a test; not a speed assertion.
 const waitLimit = 30 * time.Second
 
-func startNATS(t testing.TB, dir string) *queue.Embedded {
+func startNATS(t testing.TB, dir string) *natsserver.Server {
 	t.Helper()
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	e, err := queue.StartEmbedded(context.Background(), queue.EmbeddedConfig{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
-	return e
+	return natstest.Start(t, natsserver.Config{DataDir: dir})
 }
 
-func connect(t testing.TB, e *queue.Embedded, mod ...func(*queue.Config)) *queue.Conn {
+func connect(t testing.TB, s *natsserver.Server, mod ...func(*queue.Config)) *queue.Conn {
 	t.Helper()
-	cfg := queue.Config{ConnectOptions: []nats.Option{e.ConnectOption()}}
-	for _, m := range mod {
-		m(&cfg)
-	}
-	c, err := queue.Connect(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return natstest.Connect(t, s, mod...)
 }
 
 func newTask(id string) task.Task {
@@ -47,25 +30,11 @@ func newTask(id string) task.Task {
 
 func submit(t testing.TB, c *queue.Conn, tk task.Task) task.Status {
 	t.Helper()
-	st, dup, err := c.Submit(context.Background(), tk)
+	st, dup, err := c.Submissions().Submit(context.Background(), tk)
 	if err != nil || dup {
 		t.Fatalf("submit %s: dup=%v err=%v", tk.ID, dup, err)
 	}
 	return st
-}
-
-// streamMsgs is how many messages a stream holds.
-func streamMsgs(t testing.TB, c *queue.Conn, name string) uint64 {
-	t.Helper()
-	s, err := c.JetStream().Stream(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
 }
 
 func waitFor(t testing.TB, what string, cond func() bool) {

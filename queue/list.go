@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -16,36 +15,15 @@ import (
 	"github.com/wrenchworks/wrench/task"
 )
 
-// ListOptions select and page the tasks [Conn.List] returns.
-type ListOptions struct {
-	// State keeps only tasks in this state; empty keeps all.
-	State task.State
-	// Limit caps the page (DefaultListLimit when zero, at most MaxListLimit).
-	Limit int
-	// Cursor continues after the page that returned it; empty starts at the
-	// newest task.
-	Cursor string
-}
-
-// ErrBadCursor reports a [ListOptions.Cursor] that [Conn.List] did not
-// issue.
-var ErrBadCursor = errors.New("invalid list cursor")
-
-// Page sizes for [Conn.List].
-const (
-	DefaultListLimit = 50
-	MaxListLimit     = 1000
-)
-
 // List returns tasks newest first (by CreatedAt, then ID), and the cursor of
 // the next page ("" on the last page). It reads every state record once, so
 // its cost grows with the number of tasks kept.
-func (c *Conn) List(ctx context.Context, o ListOptions) ([]task.Status, string, error) {
+func (r *States) List(ctx context.Context, o task.ListOptions) ([]task.Status, string, error) {
 	limit := o.Limit
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = task.DefaultListLimit
 	}
-	limit = min(limit, MaxListLimit)
+	limit = min(limit, task.MaxListLimit)
 	var after *listKey
 	if o.Cursor != "" {
 		k, err := parseCursor(o.Cursor)
@@ -54,33 +32,18 @@ func (c *Conn) List(ctx context.Context, o ListOptions) ([]task.Status, string, 
 		}
 		after = &k
 	}
-	w, err := c.kv.Watch(ctx, stateKeyPrefix+"*", jetstream.IgnoreDeletes())
+	var all []task.Status
+	err := r.c.scan(ctx, func(e entry) {
+		if o.State != "" && e.st.State != o.State {
+			return
+		}
+		if after != nil && !after.before(keyOf(e.st)) {
+			return
+		}
+		all = append(all, e.st)
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list tasks: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
-	var all []task.Status
-	for done := false; !done; {
-		select {
-		case <-ctx.Done():
-			return nil, "", fmt.Errorf("list tasks: %w", ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok || e == nil {
-				done = true
-				break
-			}
-			var st task.Status
-			if err := json.Unmarshal(e.Value(), &st); err != nil {
-				continue
-			}
-			if o.State != "" && st.State != o.State {
-				continue
-			}
-			if after != nil && !after.before(keyOf(st)) {
-				continue
-			}
-			all = append(all, st)
-		}
 	}
 	slices.SortFunc(all, func(a, b task.Status) int {
 		ka, kb := keyOf(a), keyOf(b)
@@ -98,6 +61,40 @@ func (c *Conn) List(ctx context.Context, o ListOptions) ([]task.Status, string, 
 	page := all[:limit]
 	last := keyOf(page[limit-1])
 	return page, strconv.FormatInt(last.created.UnixNano(), 10) + "~" + last.id, nil
+}
+
+// scan calls fn with every task's state record.
+func (c *Conn) scan(ctx context.Context, fn func(entry)) error {
+	w, err := c.kv.Watch(ctx, stateKeyPrefix+"*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok || e == nil {
+				return nil
+			}
+			var st task.Status
+			if err := json.Unmarshal(e.Value(), &st); err == nil {
+				fn(entry{st: st, rev: e.Revision()})
+			}
+		}
+	}
+}
+
+// queuedEntries are the records that have said queued since before t.
+func (c *Conn) queuedEntries(ctx context.Context, before time.Time) ([]entry, error) {
+	var out []entry
+	err := c.scan(ctx, func(e entry) {
+		if e.st.State == task.StateQueued && e.st.UpdatedAt.Before(before) {
+			out = append(out, e)
+		}
+	})
+	return out, err
 }
 
 // listKey orders tasks newest first.
@@ -120,7 +117,7 @@ func parseCursor(s string) (listKey, error) {
 	ns, id, ok := strings.Cut(s, "~")
 	n, err := strconv.ParseInt(ns, 10, 64)
 	if !ok || err != nil || id == "" {
-		return listKey{}, fmt.Errorf("list tasks: %w: %q", ErrBadCursor, s)
+		return listKey{}, fmt.Errorf("list tasks: %w: %q", task.ErrBadCursor, s)
 	}
 	return listKey{time.Unix(0, n), id}, nil
 }

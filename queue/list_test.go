@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -21,7 +20,7 @@ func TestListNewestFirstFilterAndCursor(t *testing.T) {
 		submit(t, c, tk)
 	}
 	for _, id := range []string{"t-1", "t-4"} {
-		if _, err := c.Cancel(ctx, id); err != nil {
+		if _, err := c.Submissions().Cancel(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -34,20 +33,20 @@ func TestListNewestFirstFilterAndCursor(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		opts  queue.ListOptions
+		opts  task.ListOptions
 		pages []string
 	}{
-		{"all in one page", queue.ListOptions{}, []string{"t-6 t-5 t-4 t-3 t-2 t-1 t-0 "}},
-		{"pages of 3", queue.ListOptions{Limit: 3}, []string{"t-6 t-5 t-4 ", "t-3 t-2 t-1 ", "t-0 "}},
-		{"cancelled only", queue.ListOptions{State: task.StateCancelled, Limit: 1}, []string{"t-4 ", "t-1 "}},
-		{"queued", queue.ListOptions{State: task.StateQueued, Limit: 5}, []string{"t-6 t-5 t-3 t-2 t-0 "}},
-		{"none running", queue.ListOptions{State: task.StateRunning}, []string{""}},
+		{"all in one page", task.ListOptions{}, []string{"t-6 t-5 t-4 t-3 t-2 t-1 t-0 "}},
+		{"pages of 3", task.ListOptions{Limit: 3}, []string{"t-6 t-5 t-4 ", "t-3 t-2 t-1 ", "t-0 "}},
+		{"cancelled only", task.ListOptions{State: task.StateCancelled, Limit: 1}, []string{"t-4 ", "t-1 "}},
+		{"queued", task.ListOptions{State: task.StateQueued, Limit: 5}, []string{"t-6 t-5 t-3 t-2 t-0 "}},
+		{"none running", task.ListOptions{State: task.StateRunning}, []string{""}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.opts
 			for i, want := range tc.pages {
-				sts, next, err := c.List(ctx, o)
+				sts, next, err := c.States().List(ctx, o)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -62,7 +61,7 @@ func TestListNewestFirstFilterAndCursor(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{"garbage", "12~", "x~t-1"} {
-		if _, _, err := c.List(ctx, queue.ListOptions{Cursor: bad}); !errors.Is(err, queue.ErrBadCursor) {
+		if _, _, err := c.States().List(ctx, task.ListOptions{Cursor: bad}); !errors.Is(err, task.ErrBadCursor) {
 			t.Errorf("cursor %q: err = %v, want ErrBadCursor", bad, err)
 		}
 	}

@@ -35,7 +35,7 @@ type entry struct {
 func (c *Conn) get(ctx context.Context, id string) (entry, error) {
 	e, err := c.kv.Get(ctx, stateKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return entry{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return entry{}, fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
 	if err != nil {
 		return entry{}, fmt.Errorf("read state of %s: %w", id, err)
@@ -108,7 +108,7 @@ func isConflict(err error) bool {
 func (c *Conn) transition(ctx context.Context, id string, init *task.Status, fn func(*task.Status) bool) (task.Status, uint64, bool, error) {
 	for range casRetries {
 		e, err := c.get(ctx, id)
-		if errors.Is(err, ErrNotFound) && init != nil {
+		if errors.Is(err, task.ErrNotFound) && init != nil {
 			st := *init
 			if !fn(&st) {
 				return st, 0, false, nil
@@ -141,6 +141,28 @@ func (c *Conn) transition(ctx context.Context, id string, init *task.Status, fn 
 	return task.Status{}, 0, false, fmt.Errorf("write state of %s: too many concurrent updates", id)
 }
 
+// States is the state-machine role of a [Conn]: every task's state record,
+// claimed for a run through a [Lease] and settled with compare-and-set.
+type States struct{ c *Conn }
+
+// Status returns the current status of task id, or an error wrapping
+// [task.ErrNotFound]. A task in the work queue without a state record is
+// reported queued.
+func (r *States) Status(ctx context.Context, id string) (task.Status, error) {
+	if !validID(id) {
+		return task.Status{}, fmt.Errorf("%w: %q", task.ErrNotFound, id)
+	}
+	e, err := r.c.get(ctx, id)
+	if errors.Is(err, task.ErrNotFound) {
+		// Queued, but its record was not written (or has aged out).
+		return r.c.fromQueue(ctx, id)
+	}
+	if err != nil {
+		return task.Status{}, err
+	}
+	return e.st, nil
+}
+
 // Lease is a worker's claim on one delivery of a task: the state record says
 // it runs the task (worker id and attempt), and every later write checks that
 // this is still so. A Lease is safe for concurrent use.
@@ -160,12 +182,14 @@ type Lease struct {
 // count) and returns the lease. A task already final yields its status and
 // an error wrapping [ErrFinal]: the delivery is a duplicate to ack without
 // running. A task without a state record (published by something other than
-// [Conn.Submit]) gets one. A running record of another worker or attempt is
+// [Submissions.Submit]) gets one. A running record of another worker or attempt is
 // taken over: JetStream redelivered the task because its holder stopped
 // heartbeating.
-func (c *Conn) Acquire(ctx context.Context, t task.Task, attempt int, worker string) (*Lease, task.Status, error) {
+func (r *States) Acquire(ctx context.Context, t task.Task, attempt int, worker string) (*Lease, task.Status, error) {
+	c := r.c
 	now := time.Now().UTC()
-	init := &task.Status{TaskID: t.ID, State: task.StateQueued, Task: &t, CreatedAt: createdAt(t, now)}
+	stored := t.Redacted() // the record never keeps the URL's credentials
+	init := &task.Status{TaskID: t.ID, State: task.StateQueued, Task: &stored, CreatedAt: createdAt(t, now)}
 	var final bool
 	st, rev, _, err := c.transition(ctx, t.ID, init, func(s *task.Status) bool {
 		if s.State.Final() {
@@ -179,7 +203,7 @@ func (c *Conn) Acquire(ctx context.Context, t task.Task, attempt int, worker str
 		s.Progress = nil
 		s.UpdatedAt = now
 		if s.Task == nil {
-			s.Task = &t
+			s.Task = &stored
 		}
 		return true
 	})
@@ -310,7 +334,8 @@ func (l *Lease) Requeue(ctx context.Context, reason string) error {
 // when there is none. It is how rejections, dead letters and cancellations of
 // queued tasks end a task. written is false when the task was already final;
 // st is then the existing status.
-func (c *Conn) Settle(ctx context.Context, id string, t *task.Task, res task.Result) (st task.Status, written bool, err error) {
+func (r *States) Settle(ctx context.Context, id string, t *task.Task, res task.Result) (st task.Status, written bool, err error) {
+	c := r.c
 	if !res.Status.Final() {
 		return task.Status{}, false, fmt.Errorf("settle %s: %q is not a final state", id, res.Status)
 	}
@@ -340,9 +365,26 @@ func (c *Conn) Settle(ctx context.Context, id string, t *task.Task, res task.Res
 	return st, written, err
 }
 
+// SetPullRequest records on a final task's result the pull request it
+// became (what happened after the result was stored), with
+// compare-and-set; the same URL again writes nothing. A task that is not
+// final is left alone (ErrNotFound when there is no record).
+func (r *States) SetPullRequest(ctx context.Context, id, url string) error {
+	_, _, _, err := r.c.transition(ctx, id, nil, func(s *task.Status) bool {
+		if !s.State.Final() || s.Result == nil || s.Result.PullRequestURL == url {
+			return false
+		}
+		res := *s.Result
+		res.PullRequestURL = url
+		s.Result = &res
+		return true
+	})
+	return err
+}
+
 // CancelRequested reports whether a cancellation of id was requested.
-func (c *Conn) CancelRequested(ctx context.Context, id string) (bool, error) {
-	_, err := c.kv.Get(ctx, cancelKey(id))
+func (r *States) CancelRequested(ctx context.Context, id string) (bool, error) {
+	_, err := r.c.kv.Get(ctx, cancelKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
 	}
@@ -358,9 +400,9 @@ func (c *Conn) CancelRequested(ctx context.Context, id string) (bool, error) {
 // cancel requests under, so it costs no consumer; a request published while
 // the connection is down is missed here, and found by the dispatcher's
 // periodic look at the request key.
-func (c *Conn) WatchCancels(ctx context.Context) (<-chan string, error) {
+func (r *States) WatchCancels(ctx context.Context) (<-chan string, error) {
 	in := make(chan *nats.Msg, 64)
-	sub, err := c.nc.ChanSubscribe("$KV."+StateBucket+"."+cancelKeyPrefix+"*", in)
+	sub, err := r.c.nc.ChanSubscribe("$KV."+StateBucket+"."+cancelKeyPrefix+"*", in)
 	if err != nil {
 		return nil, fmt.Errorf("watch cancel requests: %w", err)
 	}

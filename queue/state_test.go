@@ -16,14 +16,14 @@ func TestAcquireFinalTaskReportsFinal(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-f")
 	submit(t, c, tk)
-	l, _, err := c.Acquire(ctx, tk, 1, "w1")
+	l, _, err := c.States().Acquire(ctx, tk, 1, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Finish(ctx, task.Result{Status: task.StateResolved}); err != nil {
 		t.Fatal(err)
 	}
-	_, st, err := c.Acquire(ctx, tk, 2, "w2")
+	_, st, err := c.States().Acquire(ctx, tk, 2, "w2")
 	if !errors.Is(err, queue.ErrFinal) || st.State != task.StateResolved {
 		t.Fatalf("Acquire of final task = %v, %v; want ErrFinal and the resolved status", st.State, err)
 	}
@@ -32,7 +32,7 @@ func TestAcquireFinalTaskReportsFinal(t *testing.T) {
 func TestAcquireRecordsRunningAndCreatesMissingRecord(t *testing.T) {
 	c := connect(t, startNATS(t, ""))
 	tk := newTask("t-norecord") // never submitted: published by someone else
-	l, st, err := c.Acquire(context.Background(), tk, 3, "w9")
+	l, st, err := c.States().Acquire(context.Background(), tk, 3, "w9")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +51,11 @@ func TestTakeoverAllowsOneFinalResult(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-race")
 	submit(t, c, tk)
-	old, _, err := c.Acquire(ctx, tk, 1, "w1")
+	old, _, err := c.States().Acquire(ctx, tk, 1, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur, _, err := c.Acquire(ctx, tk, 2, "w2")
+	cur, _, err := c.States().Acquire(ctx, tk, 2, "w2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestConcurrentFinishWritesExactlyOnce(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-conc")
 	submit(t, c, tk)
-	l, _, err := c.Acquire(ctx, tk, 1, "w1")
+	l, _, err := c.States().Acquire(ctx, tk, 1, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestConcurrentFinishWritesExactlyOnce(t *testing.T) {
 	wins := 0
 	for _, s := range []task.State{task.StateFailed, task.StateRejected, task.StateCancelled} {
 		wg.Go(func() {
-			_, written, err := c.Settle(ctx, tk.ID, nil, task.Result{Status: s})
+			_, written, err := c.States().Settle(ctx, tk.ID, nil, task.Result{Status: s})
 			if err != nil {
 				t.Error(err)
 			}
@@ -124,7 +124,7 @@ func TestLeaseUpdateAndRequeue(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-upd")
 	submit(t, c, tk)
-	l, _, err := c.Acquire(ctx, tk, 1, "w1")
+	l, _, err := c.States().Acquire(ctx, tk, 1, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,14 +134,14 @@ func TestLeaseUpdateAndRequeue(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	st, _ := c.Status(ctx, tk.ID)
+	st, _ := c.States().Status(ctx, tk.ID)
 	if st.State != task.StateVerifying || st.Progress == nil || st.Progress.Turn != 3 || st.Worker != "w1" {
 		t.Fatalf("status = %+v", st)
 	}
 	if err := l.Requeue(ctx, "retry: docker down"); err != nil {
 		t.Fatal(err)
 	}
-	st, _ = c.Status(ctx, tk.ID)
+	st, _ = c.States().Status(ctx, tk.ID)
 	if st.State != task.StateQueued || st.Reason != "retry: docker down" || st.Progress != nil {
 		t.Fatalf("status after requeue = %+v", st)
 	}
@@ -154,14 +154,14 @@ func TestLeaseUpdateAndRequeue(t *testing.T) {
 func TestSettleRejectsNonFinalAndKeepsFinal(t *testing.T) {
 	c := connect(t, startNATS(t, ""))
 	ctx := context.Background()
-	if _, _, err := c.Settle(ctx, "t-s", nil, task.Result{Status: task.StateRunning}); err == nil {
+	if _, _, err := c.States().Settle(ctx, "t-s", nil, task.Result{Status: task.StateRunning}); err == nil {
 		t.Fatal("Settle accepted a non-final state")
 	}
-	st, written, err := c.Settle(ctx, "t-s", nil, task.Result{Status: task.StateRejected, Reason: "bad"})
+	st, written, err := c.States().Settle(ctx, "t-s", nil, task.Result{Status: task.StateRejected, Reason: "bad"})
 	if err != nil || !written || st.State != task.StateRejected {
 		t.Fatalf("Settle = %+v, %v, %v", st, written, err)
 	}
-	st, written, err = c.Settle(ctx, "t-s", nil, task.Result{Status: task.StateFailed})
+	st, written, err = c.States().Settle(ctx, "t-s", nil, task.Result{Status: task.StateFailed})
 	if err != nil || written || st.State != task.StateRejected {
 		t.Fatalf("second Settle = %+v, %v, %v; want the first kept", st, written, err)
 	}
@@ -170,21 +170,21 @@ func TestSettleRejectsNonFinalAndKeepsFinal(t *testing.T) {
 func TestArtifactsRoundTrip(t *testing.T) {
 	c := connect(t, startNATS(t, ""))
 	ctx := context.Background()
-	names, err := c.PutArtifacts(ctx, "t-a", map[string][]byte{"trajectory.jsonl": []byte("{}\n"), "patch.diff": []byte("diff")})
+	names, err := c.Artifacts().Put(ctx, "t-a", map[string][]byte{"trajectory.jsonl": []byte("{}\n"), "patch.diff": []byte("diff")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(names) != 2 || names[0] != "patch.diff" || names[1] != "trajectory.jsonl" {
 		t.Fatalf("names = %v", names)
 	}
-	b, err := c.Artifact(ctx, "t-a", "trajectory.jsonl")
+	b, err := c.Artifacts().Get(ctx, "t-a", "trajectory.jsonl")
 	if err != nil || string(b) != "{}\n" {
 		t.Fatalf("Artifact = %q, %v", b, err)
 	}
-	if _, err := c.Artifact(ctx, "t-a", "log.txt"); !errors.Is(err, queue.ErrNotFound) {
+	if _, err := c.Artifacts().Get(ctx, "t-a", "log.txt"); !errors.Is(err, task.ErrNotFound) {
 		t.Fatalf("missing artifact err = %v", err)
 	}
-	if _, err := c.PutArtifacts(ctx, "t-a", map[string][]byte{"../x": nil}); err == nil {
+	if _, err := c.Artifacts().Put(ctx, "t-a", map[string][]byte{"../x": nil}); err == nil {
 		t.Fatal("PutArtifacts accepted a path")
 	}
 }
@@ -194,7 +194,7 @@ func TestHugeResultIsStoredWithoutInlinePatch(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-huge")
 	submit(t, c, tk)
-	l, _, err := c.Acquire(ctx, tk, 1, "w")
+	l, _, err := c.States().Acquire(ctx, tk, 1, "w")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestHugeResultIsStoredWithoutInlinePatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := c.Status(ctx, tk.ID)
+	got, _ := c.States().Status(ctx, tk.ID)
 	if got.State != task.StateResolved || got.Result.Patch != "" || got.Result.TestsAfter.Output != "ok" || st.State != task.StateResolved {
 		t.Fatalf("stored %+v", got.Result)
 	}

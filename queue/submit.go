@@ -13,86 +13,185 @@ import (
 	"github.com/wrenchworks/wrench/task"
 )
 
-// Submit validates t, fills its ID (when empty) and CreatedAt, records it as
-// queued and publishes it on the work queue with Nats-Msg-Id = ID.
+// Submissions is the submitting role of a [Conn]: tasks come in and are
+// cancelled through it.
+type Submissions struct{ c *Conn }
+
+// Submit validates t, fills its ID (when empty) and CreatedAt, publishes
+// it on the work queue with Nats-Msg-Id = ID and records it as queued.
 //
-// An invalid task returns a *[task.ValidationError] and is not queued. A
-// task whose ID is already known is not queued again: Submit returns the
-// existing status with duplicate = true. (If that task is still queued and
-// was created within the duplicate window, its message is published again
-// with the same Nats-Msg-Id, which the stream drops if it already has it:
-// so a Submit retried after a lost reply can never leave a task recorded but
-// not queued.)
+// An invalid task returns a *[task.ValidationError]. A task whose ID is
+// already known is not queued again: Submit returns the existing status with
+// duplicate = true (and queues it after all when its record says queued but
+// its message is missing: an earlier submission that was not confirmed).
+//
+// The message goes first, so a task is never recorded without being
+// queued: a failure returns a *[task.SubmitError] that says whether nothing
+// was stored ([task.ErrNotQueued]) or the store did not confirm the publish
+// ([task.ErrUnconfirmed]: the task may be queued; submitting the same id
+// again queues it at most once). A task queued whose record could not be
+// written is still a success: [States.Status] finds it in the queue, and
+// the worker that takes it writes the record.
 //
 // With a Propagator configured, the trace context of ctx travels in the
 // message headers to the worker.
-func (c *Conn) Submit(ctx context.Context, t task.Task) (st task.Status, duplicate bool, err error) {
+func (s *Submissions) Submit(ctx context.Context, t task.Task) (st task.Status, duplicate bool, err error) {
+	c := s.c
 	if err := t.Validate(); err != nil {
 		return task.Status{}, false, err
 	}
 	if t.ID == "" {
 		t.ID = task.NewID()
 	}
+	notQueued := func(err error) error { return &task.SubmitError{TaskID: t.ID, Kind: task.ErrNotQueued, Err: err} }
+	if err := c.Ready(); err != nil {
+		return task.Status{}, false, notQueued(err)
+	}
 	now := time.Now().UTC()
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = now
 	}
-	st = task.Status{TaskID: t.ID, State: task.StateQueued, Task: &t, CreatedAt: t.CreatedAt, UpdatedAt: now}
-	_, err = c.create(ctx, st)
-	if isConflict(err) {
-		e, gerr := c.get(ctx, t.ID)
-		if gerr != nil {
-			return task.Status{}, false, fmt.Errorf("submit %s: %w", t.ID, gerr)
-		}
-		if e.st.State == task.StateQueued && e.st.Task != nil && now.Sub(e.st.CreatedAt) < c.cfg.DuplicateWindow {
-			if err := c.publishTask(ctx, *e.st.Task); err != nil {
-				return task.Status{}, false, err
-			}
+	e, err := c.get(ctx, t.ID)
+	if err == nil {
+		if _, err := c.requeueIfLost(ctx, e); err != nil {
+			return task.Status{}, false, err
 		}
 		return e.st, true, nil
 	}
-	if err != nil {
-		return task.Status{}, false, fmt.Errorf("submit %s: record state: %w", t.ID, err)
+	if !errors.Is(err, task.ErrNotFound) {
+		return task.Status{}, false, notQueued(err)
 	}
-	if err := c.publishTask(ctx, t); err != nil {
-		// Leave no record of a task that is not queued. If the publish
-		// did land (its reply was lost), the dispatcher recreates the
-		// record from the message.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = c.kv.Purge(dctx, stateKey(t.ID))
-		return task.Status{}, false, err
+	// No record: a submission whose record was lost may still be queued.
+	if qst, err := c.fromQueue(ctx, t.ID); err == nil {
+		if _, err := c.create(ctx, qst); err != nil && !isConflict(err) {
+			c.log.Warn("record queued task", "task_id", t.ID, "err", err)
+		}
+		return qst, true, nil
+	} else if !errors.Is(err, task.ErrNotFound) {
+		return task.Status{}, false, notQueued(err)
+	}
+	ack, err := c.publishTask(ctx, t, t.ID)
+	if err != nil {
+		return task.Status{}, false, c.submitFailure(t.ID, err)
+	}
+	stored := t.Redacted() // the message keeps the URL's credentials, the record does not
+	st = task.Status{TaskID: t.ID, State: task.StateQueued, Task: &stored, CreatedAt: t.CreatedAt, UpdatedAt: now}
+	if _, err := c.create(ctx, st); err != nil && !isConflict(err) {
+		c.log.Warn("task queued without its state record; the worker that takes it writes one", "task_id", t.ID, "err", err)
+	}
+	if ack.Duplicate {
+		// A concurrent submission of the same id got there first.
+		if e, err := c.get(ctx, t.ID); err == nil {
+			return e.st, true, nil
+		}
+		return st, true, nil
 	}
 	c.emit(ctx, task.Event{TaskID: t.ID, Kind: task.EventState, State: task.StateQueued})
 	return st, false, nil
 }
 
-func (c *Conn) publishTask(ctx context.Context, t task.Task) error {
+// submitFailure classifies a failed publish: refused by the server (not
+// queued), or unanswered (unconfirmed: it may have been stored).
+func (c *Conn) submitFailure(id string, err error) error {
+	kind := task.ErrUnconfirmed
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionClosed) {
+		kind = task.ErrNotQueued
+	}
+	return &task.SubmitError{TaskID: id, Kind: kind, Err: err}
+}
+
+// publishTask puts t on the work queue with message id msgID.
+func (c *Conn) publishTask(ctx context.Context, t task.Task, msgID string) (*jetstream.PubAck, error) {
 	data, err := json.Marshal(t)
 	if err != nil {
-		return fmt.Errorf("submit %s: encode: %w", t.ID, err)
+		return nil, fmt.Errorf("encode task %s: %w", t.ID, err)
 	}
 	msg := &nats.Msg{Subject: TaskSubjectPrefix + t.ID, Data: data, Header: nats.Header{}}
 	if p := c.cfg.Propagator; p != nil {
 		p.Inject(ctx, headerCarrier(msg.Header))
 	}
-	if _, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(t.ID), jetstream.WithExpectStream(TasksStream)); err != nil {
-		return fmt.Errorf("submit %s: publish: %w", t.ID, err)
+	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(TasksStream))
+	if err != nil {
+		return nil, fmt.Errorf("publish task %s: %w", t.ID, err)
 	}
-	return nil
+	return ack, nil
 }
 
-// Status returns the current status of task id, or an error wrapping
-// [ErrNotFound].
-func (c *Conn) Status(ctx context.Context, id string) (task.Status, error) {
-	if !validID(id) {
-		return task.Status{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+// fromQueue is the status of a task that is in the work queue without a
+// state record, or an error wrapping [task.ErrNotFound].
+func (c *Conn) fromQueue(ctx context.Context, id string) (task.Status, error) {
+	m, err := c.tasks.GetLastMsgForSubject(ctx, TaskSubjectPrefix+id)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return task.Status{}, fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
-	e, err := c.get(ctx, id)
 	if err != nil {
-		return task.Status{}, err
+		return task.Status{}, fmt.Errorf("look for %s in the queue: %w", id, err)
 	}
-	return e.st, nil
+	t, err := task.Decode(m.Data)
+	if err != nil {
+		return task.Status{}, fmt.Errorf("%w: %s (undecodable message)", task.ErrNotFound, id)
+	}
+	if t.ID == "" {
+		t.ID = id
+	}
+	t = t.Redacted()
+	return task.Status{TaskID: id, State: task.StateQueued, Task: &t, CreatedAt: createdAt(t, m.Time), UpdatedAt: m.Time}, nil
+}
+
+// requeueIfLost queues a task again whose record says queued but whose
+// message is not in the work queue (its submission was not confirmed, or
+// the message was lost). The record is touched first with compare-and-set,
+// so that of two callers only one publishes, and none after a worker took
+// the task.
+func (c *Conn) requeueIfLost(ctx context.Context, e entry) (bool, error) {
+	if e.st.State != task.StateQueued || e.st.Task == nil {
+		return false, nil
+	}
+	_, err := c.fromQueue(ctx, e.st.TaskID)
+	if err == nil {
+		return false, nil
+	}
+	if !errors.Is(err, task.ErrNotFound) {
+		return false, &task.SubmitError{TaskID: e.st.TaskID, Kind: task.ErrNotQueued, Err: err}
+	}
+	st := e.st
+	st.UpdatedAt = time.Now().UTC()
+	rev, err := c.update(ctx, st, e.rev)
+	if isConflict(err) {
+		return false, nil // changed meanwhile: someone else acts on it
+	}
+	if err != nil {
+		return false, &task.SubmitError{TaskID: st.TaskID, Kind: task.ErrNotQueued, Err: err}
+	}
+	if _, err := c.publishTask(ctx, *st.Task, fmt.Sprintf("%s-q%d", st.TaskID, rev)); err != nil {
+		return false, c.submitFailure(st.TaskID, err)
+	}
+	c.log.Warn("queued task had no queue message; queued again", "task_id", st.TaskID)
+	return true, nil
+}
+
+// Sweep makes the state store agree with the work queue: every task whose
+// record has said queued for longer than minAge and whose message is
+// missing is queued again. It returns how many were. `wrench serve` runs it
+// every minute, so a task can never stay queued with nothing in the queue.
+func (s *Submissions) Sweep(ctx context.Context, minAge time.Duration) (int, error) {
+	c := s.c
+	entries, err := c.queuedEntries(ctx, time.Now().Add(-minAge))
+	if err != nil {
+		return 0, fmt.Errorf("sweep: %w", err)
+	}
+	n := 0
+	for _, e := range entries {
+		requeued, err := c.requeueIfLost(ctx, e)
+		if err != nil {
+			return n, fmt.Errorf("sweep: %w", err)
+		}
+		if requeued {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Cancel cancels task id. A queued task becomes cancelled at once and never
@@ -100,13 +199,17 @@ func (c *Conn) Status(ctx context.Context, id string) (task.Status, error) {
 // the worker running it (within a second or two) and stops its sandbox; the
 // returned status is still the running one, and the worker writes the final
 // cancelled result. A final task is left unchanged. Unknown ids give an
-// error wrapping [ErrNotFound].
-func (c *Conn) Cancel(ctx context.Context, id string) (task.Status, error) {
+// error wrapping [task.ErrNotFound].
+func (s *Submissions) Cancel(ctx context.Context, id string) (task.Status, error) {
+	c := s.c
 	if !validID(id) {
-		return task.Status{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+		return task.Status{}, fmt.Errorf("%w: %q", task.ErrNotFound, id)
 	}
 	for range casRetries {
 		e, err := c.get(ctx, id)
+		if errors.Is(err, task.ErrNotFound) {
+			return c.cancelUnrecorded(ctx, id)
+		}
 		if err != nil {
 			return task.Status{}, err
 		}
@@ -149,6 +252,25 @@ func (c *Conn) Cancel(ctx context.Context, id string) (task.Status, error) {
 	return task.Status{}, fmt.Errorf("cancel %s: too many concurrent updates", id)
 }
 
+// cancelUnrecorded cancels a task that is in the work queue without a state
+// record.
+func (c *Conn) cancelUnrecorded(ctx context.Context, id string) (task.Status, error) {
+	qst, err := c.fromQueue(ctx, id)
+	if err != nil {
+		return task.Status{}, err
+	}
+	res := task.Result{Status: task.StateCancelled, Reason: "cancelled while queued"}
+	st, written, err := c.states.Settle(ctx, id, qst.Task, res)
+	if err != nil {
+		return task.Status{}, fmt.Errorf("cancel %s: %w", id, err)
+	}
+	if written {
+		c.dropQueuedMessage(ctx, id)
+		c.emit(ctx, resultEvent(st))
+	}
+	return st, nil
+}
+
 // dropQueuedMessage deletes a cancelled task's message from the work queue so
 // no worker receives it. Best effort: a worker that gets it anyway sees the
 // final state and acks it without running.
@@ -162,7 +284,4 @@ func (c *Conn) dropQueuedMessage(ctx context.Context, id string) {
 	}
 }
 
-func validID(id string) bool {
-	t := task.Task{ID: id, Repo: task.Repo{URL: "x"}, Instruction: "x"}
-	return id != "" && t.Validate() == nil
-}
+func validID(id string) bool { return task.ValidID(id) }

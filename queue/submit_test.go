@@ -7,43 +7,44 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/wrenchworks/wrench/internal/natstest"
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
 
 func TestSubmitQueuesOnceAndFillsID(t *testing.T) {
-	c := connect(t, startNATS(t, ""))
-	st, dup, err := c.Submit(context.Background(), task.Task{Repo: task.Repo{URL: "/src/r"}, Instruction: "do"})
+	s := startNATS(t, "")
+	c := connect(t, s)
+	st, dup, err := c.Submissions().Submit(context.Background(), task.Task{Repo: task.Repo{URL: "/src/r"}, Instruction: "do"})
 	if err != nil || dup {
 		t.Fatalf("submit: dup=%v err=%v", dup, err)
 	}
 	if st.TaskID == "" || st.State != task.StateQueued || st.CreatedAt.IsZero() || st.Task == nil || st.Task.ID != st.TaskID {
 		t.Fatalf("status = %+v", st)
 	}
-	got, err := c.Status(context.Background(), st.TaskID)
+	got, err := c.States().Status(context.Background(), st.TaskID)
 	if err != nil || got.State != task.StateQueued {
 		t.Fatalf("Status = %+v, %v", got, err)
 	}
-	if n := streamMsgs(t, c, queue.TasksStream); n != 1 {
+	if n := natstest.StreamMsgs(t, s, queue.TasksStream); n != 1 {
 		t.Fatalf("task stream holds %d messages, want 1", n)
 	}
 }
 
 func TestSubmitDuplicateReturnsExisting(t *testing.T) {
-	c := connect(t, startNATS(t, ""))
+	s := startNATS(t, "")
+	c := connect(t, s)
 	first := submit(t, c, newTask("t-dup"))
 	again := newTask("t-dup")
 	again.Instruction = "something else"
-	st, dup, err := c.Submit(context.Background(), again)
+	st, dup, err := c.Submissions().Submit(context.Background(), again)
 	if err != nil || !dup {
 		t.Fatalf("second submit: dup=%v err=%v", dup, err)
 	}
 	if st.Task.Instruction != "fix it" || !st.CreatedAt.Equal(first.CreatedAt) {
 		t.Fatalf("duplicate returned %+v, want the original", st)
 	}
-	if n := streamMsgs(t, c, queue.TasksStream); n != 1 {
+	if n := natstest.StreamMsgs(t, s, queue.TasksStream); n != 1 {
 		t.Fatalf("task stream holds %d messages, want 1", n)
 	}
 }
@@ -51,9 +52,10 @@ func TestSubmitDuplicateReturnsExisting(t *testing.T) {
 // A task recorded but not published (its submitter died in between) is
 // published by a retried submit, once.
 func TestSubmitRetryPublishesRecordedTask(t *testing.T) {
-	c := connect(t, startNATS(t, ""))
+	s := startNATS(t, "")
+	c := connect(t, s)
 	ctx := context.Background()
-	kv, err := c.JetStream().KeyValue(ctx, queue.StateBucket)
+	kv, err := natstest.JetStream(t, s).KeyValue(ctx, queue.StateBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,17 +67,18 @@ func TestSubmitRetryPublishesRecordedTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, dup, err := c.Submit(ctx, newTask("t-re")); err != nil || !dup {
+		if _, dup, err := c.Submissions().Submit(ctx, newTask("t-re")); err != nil || !dup {
 			t.Fatalf("retry: dup=%v err=%v", dup, err)
 		}
-		if n := streamMsgs(t, c, queue.TasksStream); n != 1 {
+		if n := natstest.StreamMsgs(t, s, queue.TasksStream); n != 1 {
 			t.Fatalf("task stream holds %d messages, want 1", n)
 		}
 	}
 }
 
 func TestSubmitInvalidTask(t *testing.T) {
-	c := connect(t, startNATS(t, ""))
+	s := startNATS(t, "")
+	c := connect(t, s)
 	for _, tc := range []struct {
 		name string
 		tk   task.Task
@@ -85,14 +88,14 @@ func TestSubmitInvalidTask(t *testing.T) {
 		{"bad id", task.Task{ID: "a b", Repo: task.Repo{URL: "/r"}, Instruction: "x"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := c.Submit(context.Background(), tc.tk)
+			_, _, err := c.Submissions().Submit(context.Background(), tc.tk)
 			var ve *task.ValidationError
 			if !errors.As(err, &ve) {
 				t.Fatalf("err = %v, want *task.ValidationError", err)
 			}
 		})
 	}
-	if n := streamMsgs(t, c, queue.TasksStream); n != 0 {
+	if n := natstest.StreamMsgs(t, s, queue.TasksStream); n != 0 {
 		t.Fatalf("task stream holds %d messages, want 0", n)
 	}
 }
@@ -101,35 +104,36 @@ func TestUnknownID(t *testing.T) {
 	c := connect(t, startNATS(t, ""))
 	ctx := context.Background()
 	for _, id := range []string{"t-nope", "", "bad id", "a.b"} {
-		if _, err := c.Status(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+		if _, err := c.States().Status(ctx, id); !errors.Is(err, task.ErrNotFound) {
 			t.Errorf("Status(%q) err = %v, want ErrNotFound", id, err)
 		}
-		if _, err := c.Cancel(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+		if _, err := c.Submissions().Cancel(ctx, id); !errors.Is(err, task.ErrNotFound) {
 			t.Errorf("Cancel(%q) err = %v, want ErrNotFound", id, err)
 		}
-		if _, err := c.Events(ctx, id, 0); !errors.Is(err, queue.ErrNotFound) {
+		if _, err := c.Events().Follow(ctx, id, 0); !errors.Is(err, task.ErrNotFound) {
 			t.Errorf("Events(%q) err = %v, want ErrNotFound", id, err)
 		}
-		if _, err := c.Artifact(ctx, id, "patch.diff"); !errors.Is(err, queue.ErrNotFound) {
+		if _, err := c.Artifacts().Get(ctx, id, "patch.diff"); !errors.Is(err, task.ErrNotFound) {
 			t.Errorf("Artifact(%q) err = %v, want ErrNotFound", id, err)
 		}
 	}
 }
 
 func TestCancelQueuedRemovesMessage(t *testing.T) {
-	c := connect(t, startNATS(t, ""))
+	s := startNATS(t, "")
+	c := connect(t, s)
 	submit(t, c, newTask("t-cq"))
-	st, err := c.Cancel(context.Background(), "t-cq")
+	st, err := c.Submissions().Cancel(context.Background(), "t-cq")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.State != task.StateCancelled || st.Result == nil || st.Result.Status != task.StateCancelled {
 		t.Fatalf("status = %+v", st)
 	}
-	if n := streamMsgs(t, c, queue.TasksStream); n != 0 {
+	if n := natstest.StreamMsgs(t, s, queue.TasksStream); n != 0 {
 		t.Fatalf("task stream holds %d messages, want 0", n)
 	}
-	again, err := c.Cancel(context.Background(), "t-cq")
+	again, err := c.Submissions().Cancel(context.Background(), "t-cq")
 	if err != nil || again.State != task.StateCancelled || !again.UpdatedAt.Equal(st.UpdatedAt) {
 		t.Fatalf("second cancel = %+v, %v; want unchanged", again, err)
 	}
@@ -140,53 +144,51 @@ func TestCancelRunningRecordsRequest(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-cr")
 	submit(t, c, tk)
-	if _, _, err := c.Acquire(ctx, tk, 1, "w"); err != nil {
+	if _, _, err := c.States().Acquire(ctx, tk, 1, "w"); err != nil {
 		t.Fatal(err)
 	}
 	watch, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ids, err := c.WatchCancels(watch)
+	ids, err := c.States().WatchCancels(watch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := c.CancelRequested(ctx, "t-cr"); ok {
+	if ok, _ := c.States().CancelRequested(ctx, "t-cr"); ok {
 		t.Fatal("cancel requested before Cancel")
 	}
-	st, err := c.Cancel(ctx, "t-cr")
+	st, err := c.Submissions().Cancel(ctx, "t-cr")
 	if err != nil || st.State != task.StateRunning {
 		t.Fatalf("Cancel = %+v, %v; want still running", st, err)
 	}
 	if id := <-ids; id != "t-cr" {
 		t.Fatalf("watch delivered %q", id)
 	}
-	if ok, err := c.CancelRequested(ctx, "t-cr"); !ok || err != nil {
+	if ok, err := c.States().CancelRequested(ctx, "t-cr"); !ok || err != nil {
 		t.Fatalf("CancelRequested = %v, %v", ok, err)
 	}
 }
 
 func TestQueueLag(t *testing.T) {
-	c := connect(t, startNATS(t, ""))
+	s := startNATS(t, "")
+	c := connect(t, s)
 	ctx := context.Background()
 	submit(t, c, newTask("t-l1"))
 	submit(t, c, newTask("t-l2"))
 	// No worker yet: no consumer, and QueueLag must not create one.
-	if p, a, err := c.QueueLag(ctx); err != nil || p != 2 || a != 0 {
+	if p, a, err := c.Work().Lag(ctx); err != nil || p != 2 || a != 0 {
 		t.Fatalf("before any worker: pending %d, ack pending %d, %v", p, a, err)
 	}
-	if _, err := c.TaskStream().Consumer(ctx, queue.WorkersConsumer); err == nil {
+	if _, err := natstest.Stream(t, s, queue.TasksStream).Consumer(ctx, queue.WorkersConsumer); err == nil {
 		t.Fatal("QueueLag created the workers consumer")
 	}
-	cons, err := c.TaskConsumer(ctx, queue.ConsumerConfig{AckWait: time.Minute, MaxDeliver: 5})
-	if err != nil {
+	w := c.Work()
+	if err := w.Open(ctx, queue.ConsumerConfig{AckWait: time.Minute, MaxDeliver: 5}); err != nil {
 		t.Fatal(err)
 	}
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
+	if d, err := w.Next(ctx, waitLimit); err != nil || d == nil {
+		t.Fatalf("next: %v, %v", d, err)
 	}
-	for range batch.Messages() {
-	}
-	if p, a, err := c.QueueLag(ctx); err != nil || p != 1 || a != 1 {
+	if p, a, err := c.Work().Lag(ctx); err != nil || p != 1 || a != 1 {
 		t.Fatalf("one task running: pending %d, ack pending %d, %v", p, a, err)
 	}
 }

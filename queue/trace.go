@@ -37,9 +37,9 @@ func (c headerCarrier) Keys() []string {
 
 var _ propagation.TextMapCarrier = headerCarrier{}
 
-// ExtractTrace returns ctx extended with the trace context carried in a task
+// extractTrace returns ctx extended with the trace context carried in a task
 // message's headers, when a Propagator is configured.
-func (c *Conn) ExtractTrace(ctx context.Context, h nats.Header) context.Context {
+func (c *Conn) extractTrace(ctx context.Context, h nats.Header) context.Context {
 	if c.cfg.Propagator == nil || h == nil {
 		return ctx
 	}

@@ -1,13 +1,17 @@
-// Package sandbox defines what Wrench needs from an isolated place to run a
-// task's commands: start one from a Spec, exec commands and touch files
-// inside it, and remove it. The Docker backend lives in sandbox/docker.
+// Package sandbox is the vocabulary for where a task's commands run: the
+// operations on a workspace ([Env]: exec, files, search) with their request
+// and result types, the glob and grep semantics every backend shares, and
+// what a backend must offer to start one from a Spec and remove it
+// ([Provider], [Sandbox]). It imports only the standard library; the Docker
+// backend lives in sandbox/docker, the in-container helper that serves
+// these operations in sandbox/shim.
 package sandbox
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"time"
 )
 
@@ -19,19 +23,13 @@ type Provider interface {
 }
 
 // Sandbox is one running, isolated environment with the task's workspace at
-// WorkDir. Paths given to the file methods are relative to WorkDir (absolute
-// paths under it are accepted); anything resolving outside is refused.
+// WorkDir: an [Env] that can be named and removed (the Env's methods and
+// two more: a backend implements all of them; consumers take the Env or
+// one of its parts).
 type Sandbox interface {
+	Env
 	// ID is the backend's identifier (the container id).
 	ID() string
-	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
-	ReadFile(ctx context.Context, path string) ([]byte, error)
-	WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error
-	Remove(ctx context.Context, path string) error
-	Stat(ctx context.Context, path string) (FileInfo, error)
-	ListDir(ctx context.Context, path string) ([]FileInfo, error)
-	Glob(ctx context.Context, pattern, dir string) ([]string, error)
-	Grep(ctx context.Context, req GrepRequest) ([]GrepMatch, error)
 	// Close stops and removes the sandbox. It is safe to call more than once
 	// and uses its own timeout when ctx is already done.
 	Close(ctx context.Context) error
@@ -66,54 +64,86 @@ type Spec struct {
 	Env map[string]string
 	// Runtime selects an OCI runtime (e.g. "runsc"); empty is the default.
 	Runtime string
+	// WritableRoot gives the sandbox a writable root file system whose
+	// changes stay in the sandbox's own copy-on-write layer: the workspace
+	// lives there (from Tree, or from an environment image that holds it),
+	// and so do the caches setup fills in the home directory. System files
+	// stay the root user's, so commands, which run unprivileged, cannot
+	// change them. Without it the root file system is read-only and the
+	// workspace is WorkspaceDir or an empty tmpfs.
+	WritableRoot bool
+	// Root runs the in-sandbox helper as root with the few capabilities
+	// installing system packages needs (an environment's setup only;
+	// needs WritableRoot). Commands still run as the sandbox user unless
+	// an ExecRequest asks for root.
+	Root bool
+	// Tree is a tar stream extracted at "/" before the sandbox starts (the
+	// layout of workspace.Export); it needs WritableRoot.
+	Tree io.Reader
+	// Labels are extra labels on the sandbox.
+	Labels map[string]string
+	// EgressDir is a host directory that holds (or will hold) the egress
+	// proxy's socket, EgressSocketName (see package egress). When set, the
+	// backend mounts it read-only at EgressRunDir, the shim forwards
+	// EgressListen inside the sandbox to the socket, and commands get
+	// ProxyEnv (from the shim, not the container's configuration). The sandbox keeps its network mode: with "none" the proxy
+	// is the only way out.
+	EgressDir string
 }
 
-// ExecRequest is one command to run with bash -c.
-type ExecRequest struct {
-	Command string
-	// Dir is relative to WorkDir; empty means WorkDir.
-	Dir string
-	// Timeout kills the whole process group; 0 means the backend default.
-	Timeout time.Duration
-	// MaxOutput caps the output kept (head and tail); 0 means the default.
-	MaxOutput int
-	// Stdin is fed to the command, when set.
-	Stdin []byte
+// Where the egress proxy is reached inside a sandbox (see Spec.EgressDir).
+const (
+	// EgressRunDir is where Spec.EgressDir is mounted.
+	EgressRunDir = "/.wrench/run"
+	// EgressSocketName is the proxy's unix socket in that directory.
+	EgressSocketName = "egress.sock"
+	// EgressSocket is the socket's path inside the sandbox.
+	EgressSocket = EgressRunDir + "/" + EgressSocketName
+	// EgressListen is the loopback address inside the sandbox where the
+	// shim accepts proxy clients and splices them to EgressSocket.
+	EgressListen = "127.0.0.1:3128"
+)
+
+// The hand-over on the egress socket: the shim sends HandOverByte with the
+// accepted client's socket attached (SCM_RIGHTS), and the proxy answers
+// HandOverAck when it took the socket (it then serves the client on it
+// directly) or HandOverNack when it did not (the shim then relays the
+// client's bytes over the same unix connection). Any other first byte
+// starts a plain HTTP proxy client.
+const (
+	HandOverByte = 0x00
+	HandOverAck  = 0x01
+	HandOverNack = 0x02
+)
+
+// EgressCAFile is where a sandbox finds the CA certificates its TLS
+// clients must trust when the egress path re-signs TLS (a corporate or
+// sandboxing proxy in front of the worker): written into Spec.EgressDir as
+// EgressCAName when the worker is given one.
+const (
+	EgressCAName = "ca.pem"
+	EgressCAFile = EgressRunDir + "/" + EgressCAName
+)
+
+// CAEnv points the usual TLS clients (Go, OpenSSL and curl, git, Python's
+// requests and pip, Node) at EgressCAFile.
+func CAEnv() map[string]string {
+	return map[string]string{
+		"SSL_CERT_FILE": EgressCAFile, "CURL_CA_BUNDLE": EgressCAFile, "GIT_SSL_CAINFO": EgressCAFile,
+		"REQUESTS_CA_BUNDLE": EgressCAFile, "PIP_CERT": EgressCAFile, "NODE_EXTRA_CA_CERTS": EgressCAFile,
+	}
 }
 
-// ExecResult is what a command did; a non-zero exit is not an error.
-type ExecResult struct {
-	ExitCode int
-	// Output is stdout and stderr interleaved, head and tail kept.
-	Output []byte
-	// Dropped counts bytes cut from the middle of Output.
-	Dropped  int64
-	TimedOut bool
-	Duration time.Duration
-}
-
-// FileInfo describes one file or directory inside a sandbox.
-type FileInfo struct {
-	Path    string
-	Size    int64
-	Mode    fs.FileMode
-	IsDir   bool
-	ModTime time.Time
-}
-
-// GrepRequest is one regular-expression search.
-type GrepRequest struct {
-	Pattern    string
-	Path       string
-	Include    string
-	MaxMatches int
-}
-
-// GrepMatch is one matching line.
-type GrepMatch struct {
-	Path string
-	Line int
-	Text string
+// ProxyEnv returns the environment that points HTTP clients inside a
+// sandbox at the egress proxy listening on listen (EgressListen): both
+// spellings of each variable, since tools read one or the other, with
+// loopback exempt.
+func ProxyEnv(listen string) map[string]string {
+	u := "http://" + listen
+	return map[string]string{
+		"HTTP_PROXY": u, "HTTPS_PROXY": u, "http_proxy": u, "https_proxy": u,
+		"NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1",
+	}
 }
 
 // ErrorKind classifies sandbox failures so callers can decide to retry,

@@ -21,13 +21,17 @@ bench ./sandbox/docker 'Exec' 50x
 bench ./sandbox/pool 'PoolAcquire' 5x
 bench ./sandbox/image 'FirstGoTest' 3x
 bench ./workspace 'Clone' 1x
+bench ./egress 'EgressDownload' 6x
+bench ./queue 'Admission' 2000x
 bench ./dispatcher 'DispatchOverhead|Throughput|CancelLatency' 300x
 bench ./dispatcher 'MemoryPerInFlightTask' 3x
 bench ./cmd/wrench 'ServiceThroughput' 60x
 bench ./cmd/wrench 'ServiceLatency' 5x
 bench ./cmd/wrench 'ServiceMemoryPerTask' 1x
+bench ./cmd/wrench 'BenchRun' 3x
 bench ./agent 'Turn|Cancel' 500x
 bench ./agent/editformat '.' 1s
+bench ./diff '.' 1s
 bench ./llm '.' 1s
 
 go run ./tools/benchtable \
@@ -38,5 +42,6 @@ go run ./tools/benchtable \
   -ratio 'FirstGoTest/prebuilt_cache=FirstGoTest/empty_cache' \
   -ratio 'FirstGoTest/prebuilt_cache/net_http=FirstGoTest/empty_cache/net_http' \
   -ratio 'Clone/first=Clone/git_cli' \
+  -ratio 'Admission/sync_lazy=Admission/sync_always@tasks/s' \
   -ratio 'Clone/mirror=Clone/git_cli' \
   -ratio 'ServiceLatency/warm=4=ServiceLatency/warm=0' < "$out.raw" | tee "$out.md"

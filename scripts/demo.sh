@@ -7,8 +7,10 @@ set -euo pipefail
 bin=$(cd "$(dirname "${1:-bin/wrench}")" && pwd)/$(basename "${1:-bin/wrench}")
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
-port=${WRENCH_DEMO_PORT:-7171}
-server=http://127.0.0.1:$port
+# Port 0: the server takes a free port of its own and says which; a port
+# someone else already listens on is never mistaken for ours.
+port=${WRENCH_DEMO_PORT:-0}
+server=
 serve_pid=
 cleanup() {
   if [ -n "$serve_pid" ] && kill -0 "$serve_pid" 2>/dev/null; then
@@ -27,15 +29,32 @@ mkrepo() {
   git -C "$work/$1" -c user.name=demo -c user.email=demo@example.com commit -qm "initial"
 }
 
-echo "== wrench serve (data dir $work/data, API $server)"
+# serve_failed explains why our own server is not running, and exits.
+serve_failed() {
+  cat "$work/serve.log" >&2
+  if grep -q "address already in use" "$work/serve.log"; then
+    echo "make demo: port $port is already in use (another wrench serve?): stop it, or set WRENCH_DEMO_PORT to a free port (unset, the demo picks one)" >&2
+  else
+    echo "make demo: wrench serve did not start ($1)" >&2
+  fi
+  exit 3
+}
+
+echo "== wrench serve (data dir $work/data)"
 "$bin" serve --data-dir "$work/data" --http "127.0.0.1:$port" --slots 2 --log-level warn \
   > "$work/serve.log" 2>&1 &
 serve_pid=$!
-for _ in $(seq 1 100); do
-  "$bin" list --server "$server" --limit 1 >/dev/null 2>&1 && break
-  kill -0 "$serve_pid" 2>/dev/null || { cat "$work/serve.log"; exit 3; }
+# Wait for our server's own "API on http://…" line: the URL is the one it
+# listens on, whatever else runs on this machine.
+for _ in $(seq 1 300); do
+  server=$(sed -n 's|^wrench serve: API on \(http://[^ ]*\).*|\1|p' "$work/serve.log" | head -n 1)
+  [ -n "$server" ] && break
+  kill -0 "$serve_pid" 2>/dev/null || serve_failed "it exited"
   sleep 0.1
 done
+[ -n "$server" ] || serve_failed "no API after 30s"
+"$bin" list --server "$server" --limit 1 >/dev/null || serve_failed "its API at $server does not answer"
+echo "== API at $server"
 
 submit() { # example test-command instruction
   mkrepo "$1"

@@ -8,6 +8,9 @@ command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v git >/dev/null || need+=(git)
 # The Compose file's end-to-end test needs a compose tool.
 command -v docker-compose >/dev/null || docker compose version >/dev/null 2>&1 || need+=(docker-compose)
+# etcd for the kube-apiserver the chart tests start (make k8s-tools builds
+# the apiserver itself).
+command -v etcd >/dev/null || need+=(etcd-server)
 # A static busybox is the tiny test image of the sandbox tests.
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -18,6 +18,8 @@ const (
 	EventLimit      EventKind = "limit"       // a limit was reached
 	EventCheckpoint EventKind = "checkpoint"  // verification passed and a checkpoint was made
 	EventRollback   EventKind = "rollback"    // verification regressed and the tree was rolled back
+	EventSetup      EventKind = "setup"       // setup output, or the snapshot hit/miss
+	EventEgress     EventKind = "egress"      // a connection through the egress proxy (allowed or denied)
 	EventLog        EventKind = "log"         // a note for humans
 	EventResult     EventKind = "result"      // the final result
 )
@@ -37,9 +39,22 @@ type Event struct {
 	// not "" for the default); metrics and traces label by it.
 	Model string `json:"model,omitempty"`
 	// Text is content, a tool's arguments or output (truncated), or a note.
-	Text    string   `json:"text,omitempty"`
-	IsError bool     `json:"is_error,omitempty"`
-	Usage   *Usage   `json:"usage,omitempty"`
-	Result  *Result  `json:"result,omitempty"`
-	Elapsed Duration `json:"elapsed,omitempty"`
+	Text    string `json:"text,omitempty"`
+	IsError bool   `json:"is_error,omitempty"`
+	Usage   *Usage `json:"usage,omitempty"`
+	// Egress is an egress event's connection.
+	Egress  *EgressConnection `json:"egress,omitempty"`
+	Result  *Result           `json:"result,omitempty"`
+	Elapsed Duration          `json:"elapsed,omitempty"`
+}
+
+// EgressConnection is one connection through the egress proxy, as an
+// egress event reports it.
+type EgressConnection struct {
+	Host    string `json:"host"`
+	Allowed bool   `json:"allowed"`
+	// Rule is the allowlist pattern that allowed it.
+	Rule      string `json:"rule,omitempty"`
+	BytesUp   int64  `json:"bytes_up"`
+	BytesDown int64  `json:"bytes_down"`
 }

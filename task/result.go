@@ -59,17 +59,26 @@ type Result struct {
 	// Reason says why the run ended (e.g. "finished", "max_turns",
 	// "loop_detected", "tests_failed", "clone: …").
 	Reason string `json:"reason,omitempty"`
+	// Fault says whose fault a failure was: the infrastructure's, the
+	// model's, the repository's setup, or the task's input. Empty when the
+	// task was resolved or the work simply was not done.
+	Fault Fault `json:"fault,omitempty"`
 	// Summary is the agent's own summary from its finish call.
 	Summary string `json:"summary,omitempty"`
 	// Patch is the unified diff base..final that `git apply` accepts.
 	Patch string `json:"patch,omitempty"`
 	// BaseCommit is the commit the patch applies to.
 	BaseCommit string `json:"base_commit,omitempty"`
+	// Setup is how the task's environment was prepared: a snapshot hit,
+	// or a miss and the setup commands' outcome.
+	Setup *SetupRun `json:"setup,omitempty"`
 	// TestsBefore and TestsAfter are the test command's outcomes.
 	TestsBefore *TestRun `json:"tests_before,omitempty"`
 	TestsAfter  *TestRun `json:"tests_after,omitempty"`
-	Usage       Usage    `json:"usage"`
-	Timings     Timings  `json:"timings"`
+	// Grade is the outcome of the task's hidden grading spec, when it has one.
+	Grade   *Grade  `json:"grade,omitempty"`
+	Usage   Usage   `json:"usage"`
+	Timings Timings `json:"timings"`
 	// Artifacts names what the artifact store holds for this task.
 	Artifacts []string `json:"artifacts,omitempty"`
 	// Attempt is the delivery attempt that produced this result (1-based).
@@ -79,6 +88,61 @@ type Result struct {
 	FinishedAt time.Time `json:"finished_at"`
 	// PullRequestURL is set when a pull request was opened.
 	PullRequestURL string `json:"pull_request_url,omitempty"`
+}
+
+// Fault classifies why a task did not succeed, so reports and metrics keep
+// infrastructure trouble apart from the model's and the repository's.
+type Fault string
+
+// The fault classes.
+const (
+	FaultNone  Fault = ""
+	FaultInfra Fault = "infrastructure" // engine, disk, network, store: not the task's doing
+	FaultModel Fault = "model"          // the model errored, looped or ran out of turns, cost or tokens
+	FaultSetup Fault = "setup"          // the repository's setup failed or timed out
+	FaultInput Fault = "input"          // the task or the repository's configuration is invalid
+)
+
+// ReasonSetupFailed starts the Reason of a task whose setup failed.
+const ReasonSetupFailed = "setup_failed"
+
+// Snapshot outcomes of a task's environment.
+const (
+	SnapshotHit  = "hit"  // started from a cached environment snapshot; setup skipped
+	SnapshotMiss = "miss" // setup ran and a snapshot was built
+	SnapshotNone = "none" // no snapshot (built without caching)
+)
+
+// SetupRun is how a task's environment was prepared.
+type SetupRun struct {
+	// Snapshot is SnapshotHit, SnapshotMiss or SnapshotNone.
+	Snapshot string `json:"snapshot"`
+	// Key identifies the environment by content (base image, setup, env
+	// and the repository's manifests and lockfiles).
+	Key string `json:"key,omitempty"`
+	// Image is the image the agent phase ran on.
+	Image string `json:"image,omitempty"`
+	// Warm says the agent phase's sandbox was started ahead of time (the
+	// warm pool).
+	Warm bool `json:"warm,omitempty"`
+	// Commands are the setup commands that ran (on a miss).
+	Commands []string      `json:"commands,omitempty"`
+	ExitCode int           `json:"exit_code"`
+	Passed   bool          `json:"passed"`
+	TimedOut bool          `json:"timed_out,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
+	// Output is the tail of the setup's combined output.
+	Output string `json:"output,omitempty"`
+	// Egress summarises the connections setup opened, by host and verdict.
+	Egress []EgressSummary `json:"egress,omitempty"`
+}
+
+// EgressSummary counts the connections to one host with one verdict.
+type EgressSummary struct {
+	Host        string `json:"host"`
+	Allowed     bool   `json:"allowed"`
+	Connections int    `json:"connections"`
+	Bytes       int64  `json:"bytes"`
 }
 
 // TestRun is one run of the task's test command.
@@ -114,12 +178,16 @@ func (u Usage) Add(v Usage) Usage {
 
 // Timings are how long each phase of a task took.
 type Timings struct {
-	QueueWait    time.Duration `json:"queue_wait_ns,omitempty"`
-	Clone        time.Duration `json:"clone_ns,omitempty"`
+	QueueWait time.Duration `json:"queue_wait_ns,omitempty"`
+	Clone     time.Duration `json:"clone_ns,omitempty"`
+	// Setup is preparing the environment: a snapshot hit's start and
+	// checkout, or a miss's setup and snapshot too.
+	Setup        time.Duration `json:"setup_ns,omitempty"`
 	SandboxStart time.Duration `json:"sandbox_start_ns,omitempty"`
 	Baseline     time.Duration `json:"baseline_ns,omitempty"`
 	Agent        time.Duration `json:"agent_ns,omitempty"`
 	Verify       time.Duration `json:"verify_ns,omitempty"`
+	Grade        time.Duration `json:"grade_ns,omitempty"`
 	Total        time.Duration `json:"total_ns"`
 }
 

@@ -24,11 +24,12 @@ type Task struct {
 	Image string `json:"image,omitempty"`
 	// Model overrides the model name (or "scripted:FILE").
 	Model string `json:"model,omitempty"`
-	// Protocol selects how the model is driven: "tools" (default) or "text".
-	Protocol string `json:"protocol,omitempty"`
+	// Protocol selects how the model is driven: "tools" (the default when
+	// the model can call tools) or "text".
+	Protocol Protocol `json:"protocol,omitempty"`
 	// Mode is "" (every tool) or "plan" (read-only tools: investigate and
 	// report, change nothing).
-	Mode string `json:"mode,omitempty"`
+	Mode Mode `json:"mode,omitempty"`
 	// PlanFirst runs a read-only planning phase before the work.
 	PlanFirst bool `json:"plan_first,omitempty"`
 	// AllowedTools restricts the agent's tools to these names.
@@ -41,9 +42,31 @@ type Task struct {
 	Output Output `json:"output,omitempty"`
 	// Source records where the task came from.
 	Source Source `json:"source,omitempty"`
+	// Grading, when set, is the hidden grading spec of a benchmark task
+	// (see Grading); the agent never sees it.
+	Grading *Grading `json:"grading,omitempty"`
 	// CreatedAt is when the task was accepted.
 	CreatedAt time.Time `json:"created_at,omitempty"`
 }
+
+// Mode is a task's permission mode.
+type Mode string
+
+// The permission modes.
+const (
+	ModeNormal Mode = ""     // every tool
+	ModePlan   Mode = "plan" // read-only tools only (view, ls, glob, grep, finish)
+)
+
+// Protocol is how the model is driven.
+type Protocol string
+
+// The protocols; empty means tools, or text for a model that cannot call
+// tools.
+const (
+	ProtocolTools Protocol = "tools" // native tool calling
+	ProtocolText  Protocol = "text"  // one fenced bash block per reply, for models without tool calling
+)
 
 // Repo names the repository a task works on.
 type Repo struct {
@@ -91,16 +114,26 @@ type Output struct {
 type PullRequest struct {
 	// Base is the branch the pull request targets.
 	Base string `json:"base,omitempty"`
+	// Number, when set, is an existing pull request the task continues (a
+	// follow-up asked for in a review): its result becomes a new commit on
+	// the pull request's Branch instead of a new pull request.
+	Number int `json:"number,omitempty"`
+	// Branch is that pull request's head branch.
+	Branch string `json:"branch,omitempty"`
 }
 
 // Source records where a task came from.
 type Source struct {
-	// Kind is cli, api or github.
+	// Kind is cli, api, github or bench.
 	Kind string `json:"kind,omitempty"`
 	// Delivery is the webhook delivery id, for GitHub tasks.
 	Delivery string `json:"delivery,omitempty"`
-	// Issue is "owner/repo#N", for GitHub tasks.
+	// Issue is "owner/repo#N", for GitHub tasks: the issue, or the pull
+	// request a follow-up was asked for on.
 	Issue string `json:"issue,omitempty"`
+	// ReviewComment is the id of the pull request review comment that
+	// asked for a follow-up; its thread gets the answer.
+	ReviewComment int64 `json:"review_comment,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes JSON as "30m".

@@ -138,3 +138,52 @@ func TestNewID(t *testing.T) {
 		t.Fatalf("NewID gave %q and %q", a, b)
 	}
 }
+
+func TestGradingValidateAndHidden(t *testing.T) {
+	g := func() *Grading {
+		return &Grading{TestPatch: "diff", FailToPass: []string{"TestA"}, Tests: TestSelection{Framework: FrameworkGo, Files: []string{"a_test.go"}}}
+	}
+	cases := []struct {
+		name   string
+		mutate func(*Grading)
+		fields []string
+	}{
+		{"valid", func(*Grading) {}, nil},
+		{"discover needs no lists", func(g *Grading) { g.FailToPass = nil; g.Discover = true }, nil},
+		{"no fail-to-pass", func(g *Grading) { g.FailToPass = nil }, []string{"grading.fail_to_pass"}},
+		{"framework", func(g *Grading) { g.Tests.Framework = "rspec" }, []string{"grading.tests.framework"}},
+		{"files", func(g *Grading) { g.Tests.Files = nil }, []string{"grading.tests.files"}},
+		{"huge patch", func(g *Grading) { g.TestPatch = strings.Repeat("x", MaxTestPatchBytes+1) }, []string{"grading.test_patch"}},
+		{"too many tests", func(g *Grading) { g.PassToPass = make([]string, MaxGradingTests) }, []string{"grading"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tk := valid()
+			tk.Source.Kind = "bench"
+			tk.Grading = g()
+			c.mutate(tk.Grading)
+			err := tk.Validate()
+			var got []string
+			var ve *ValidationError
+			if errors.As(err, &ve) {
+				for _, f := range ve.Fields {
+					got = append(got, f.Field)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, ",") != strings.Join(c.fields, ",") {
+				t.Fatalf("fields at fault = %v, want %v", got, c.fields)
+			}
+		})
+	}
+	tk := valid()
+	tk.Grading = g()
+	if h := tk.Hidden(); h.Grading != nil || tk.Grading == nil || h.Instruction != tk.Instruction {
+		t.Errorf("Hidden() = %+v (original %+v)", h, tk)
+	}
+	b, _ := json.Marshal(tk.Hidden())
+	if strings.Contains(string(b), "grading") {
+		t.Errorf("hidden task JSON holds grading: %s", b)
+	}
+}

@@ -2,6 +2,7 @@ package task
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -29,12 +30,9 @@ func (e *ValidationError) Error() string {
 	return "invalid task: " + strings.Join(parts, "; ")
 }
 
-// Hard limits a task may not exceed whatever it asks for.
-const (
-	MaxInstructionBytes = 64 << 10
-	MaxTurnsHardCap     = 500
-	MaxTimeout          = 24 * time.Hour
-)
+// MaxInstructionBytes bounds a task's instruction (the other hard limits
+// are in defaults.go).
+const MaxInstructionBytes = 64 << 10
 
 var (
 	idPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
@@ -42,8 +40,17 @@ var (
 	toolName      = regexp.MustCompile(`^[a-z_]{1,32}$`)
 )
 
+// ValidID reports whether id is a task id Validate accepts (non-empty).
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
 // Validate checks a task and returns a *ValidationError listing every field at
 // fault, or nil. It does not touch the network or the file system.
+//
+// A task is validated where it enters: the queue's Submit (the door of
+// every queued task; the API validates before it, ahead of admission) or
+// `wrench run`. The dispatcher does not; the worker checks again as a
+// defence (microseconds, no I/O) for tasks that came another way, such as
+// a message published by hand.
 func (t *Task) Validate() error {
 	var errs []FieldError
 	add := func(field, format string, args ...any) {
@@ -57,8 +64,12 @@ func (t *Task) Validate() error {
 		add("repo.url", "is required")
 	case strings.Contains(u, "://"):
 		p, err := url.Parse(u)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may carry a password
+		}
 		if err != nil {
-			add("repo.url", "is not a URL: %v", err)
+			add("repo.url", "is not a URL (%s): %v", RedactURL(u), err)
 		} else if p.Scheme != "https" && p.Scheme != "http" && p.Scheme != "file" {
 			add("repo.url", "scheme %q is not supported (use https://, file:// or a local path)", p.Scheme)
 		}
@@ -69,6 +80,9 @@ func (t *Task) Validate() error {
 	if t.Repo.Commit != "" && !commitPattern.MatchString(t.Repo.Commit) {
 		add("repo.commit", "%q is not a hex commit id", t.Repo.Commit)
 	}
+	if pr := t.Output.PullRequest; pr != nil && (pr.Number < 0 || pr.Number > 0 && (pr.Branch == "" || strings.ContainsAny(pr.Branch, " \t\n~^:?*[\\"))) {
+		add("output.pull_request", "a follow-up needs a positive number and a valid branch")
+	}
 	switch {
 	case strings.TrimSpace(t.Instruction) == "":
 		add("instruction", "is required")
@@ -76,12 +90,12 @@ func (t *Task) Validate() error {
 		add("instruction", "is %d bytes; the limit is %d", len(t.Instruction), MaxInstructionBytes)
 	}
 	switch t.Protocol {
-	case "", "tools", "text":
+	case "", ProtocolTools, ProtocolText:
 	default:
 		add("protocol", "%q is not one of tools, text", t.Protocol)
 	}
 	switch t.Mode {
-	case "", "plan":
+	case ModeNormal, ModePlan:
 	default:
 		add("mode", "%q is not one of plan or empty", t.Mode)
 	}
@@ -121,9 +135,12 @@ func (t *Task) Validate() error {
 		add("sandbox.disk_mb", "must not be negative")
 	}
 	switch t.Source.Kind {
-	case "", "cli", "api", "github":
+	case "", "cli", "api", "github", "bench":
 	default:
-		add("source.kind", "%q is not one of cli, api, github", t.Source.Kind)
+		add("source.kind", "%q is not one of cli, api, github, bench", t.Source.Kind)
+	}
+	if t.Grading != nil {
+		t.Grading.validate(add)
 	}
 	if len(errs) > 0 {
 		return &ValidationError{Fields: errs}

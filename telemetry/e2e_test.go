@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/internal/natstest"
 	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/queue/natsserver"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -24,16 +25,7 @@ import (
 func TestTraceFromSubmitToWorker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	emb, err := queue.StartEmbedded(ctx, queue.EmbeddedConfig{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Shutdown()
-	conn, err := queue.Connect(ctx, queue.Config{ConnectOptions: []nats.Option{emb.ConnectOption()}, Propagator: Propagator()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := natstest.Connect(t, natstest.Start(t, natsserver.Config{}), func(cfg *queue.Config) { cfg.Propagator = Propagator() })
 
 	rec, tp := recorder()
 	m := NewMetrics(prometheus.NewRegistry())
@@ -50,7 +42,7 @@ func TestTraceFromSubmitToWorker(t *testing.T) {
 		return task.Report{Result: task.Result{TaskID: tk.ID, Status: task.StateResolved}}
 	})
 	obs := &doneObserver{Observer: NewObserver(m, NewTaskTracer(tp, TaskTracerConfig{}), nil), done: done}
-	d, err := dispatcher.New(conn, runner, dispatcher.Config{Observer: obs, FetchWait: 100 * time.Millisecond})
+	d, err := dispatcher.New(dispatcher.NATS(conn), runner, dispatcher.Config{Observer: obs, FetchWait: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +51,7 @@ func TestTraceFromSubmitToWorker(t *testing.T) {
 	go func() { ran <- d.Run(dctx) }()
 
 	sctx, submit := tp.Tracer("test").Start(ctx, "submit")
-	if _, _, err := conn.Submit(sctx, task.Task{ID: "t-trace", Repo: task.Repo{URL: "/r"}, Instruction: "x"}); err != nil {
+	if _, _, err := conn.Submissions().Submit(sctx, task.Task{ID: "t-trace", Repo: task.Repo{URL: "/r"}, Instruction: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	submit.End()

@@ -7,8 +7,8 @@ import (
 	"github.com/wrenchworks/wrench/task"
 )
 
-// knownTools are the agent's tool names (ARCHITECTURE.md, tool table, and
-// the optional search and research tools). Any other name a model invents
+// knownTools are the agent's tool names (agent/tools.go: the built-in
+// tools, the optional search and research tools included). Any other name a model invents
 // is counted as "other".
 var knownTools = map[string]bool{
 	agent.ToolBash: true, agent.ToolView: true, agent.ToolLs: true, agent.ToolGlob: true,
@@ -43,6 +43,7 @@ func PhaseStarting(ev task.Event) bool {
 //   - phase "sandbox" end: wrench_sandbox_starts_total, and
 //     wrench_sandbox_start_failures_total when IsError
 //   - checkpoint, rollback: wrench_checkpoints_total, wrench_rollbacks_total
+//   - egress: wrench_egress_connections_total, wrench_egress_bytes_total
 //
 // Other kinds are ignored.
 func (m *Metrics) ObserveEvent(ev task.Event) {
@@ -75,6 +76,10 @@ func (m *Metrics) ObserveEvent(ev task.Event) {
 			if ev.IsError {
 				m.sandboxFailures.Inc()
 			}
+		}
+	case task.EventEgress:
+		if c := ev.Egress; c != nil {
+			m.EgressConnection(ev.Phase, c.Allowed, c.Rule, c.BytesUp, c.BytesDown)
 		}
 	case task.EventCheckpoint:
 		m.checkpoints.Inc()

@@ -21,6 +21,7 @@ const (
 	PhaseBaseline     = "baseline"
 	PhaseAgent        = "agent"
 	PhaseVerify       = "verify"
+	PhaseGrade        = "grade"
 )
 
 // durationBuckets spans a task's phases: sub-second clones to hour-long
@@ -59,8 +60,13 @@ type Metrics struct {
 	rollbacks       prometheus.Counter
 	httpRequests    *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
+	benchTasks      *prometheus.CounterVec
+	benchCost       *prometheus.CounterVec
 	mu              sync.Mutex
 	models          map[string]bool
+	fleetMetrics
+	egressMetrics
+	benchRuns map[string]bool
 }
 
 // NewMetrics creates Wrench's metrics and registers them with reg (pass a
@@ -88,7 +94,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"status"}),
 		phaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "task_phase_duration_seconds",
-			Help:    "Time a task spent in each phase: queue_wait, clone, sandbox_start, baseline, agent, verify.",
+			Help:    "Time a task spent in each phase: queue_wait, clone, sandbox_start, baseline, agent, verify, grade.",
 			Buckets: durationBuckets,
 		}, []string{"phase"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -164,17 +170,33 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "HTTP API request latency (event streams excluded), by route.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route"}),
-		models: map[string]bool{},
+		benchTasks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "bench_tasks_total",
+			Help: "Graded bench tasks, by bench run, model and outcome (resolved, model, infrastructure).",
+		}, []string{"run", "model", "outcome"}),
+		benchCost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "bench_cost_usd_total",
+			Help: "Model spend of graded bench tasks in US dollars, by bench run and model.",
+		}, []string{"run", "model"}),
+		models:        map[string]bool{},
+		benchRuns:     map[string]bool{},
+		fleetMetrics:  newFleetMetrics(),
+		egressMetrics: newEgressMetrics(),
 	}
+	reg.MustRegister(m.fleetMetrics.collectors()...)
+	reg.MustRegister(m.egressMetrics.collectors()...)
 	reg.MustRegister(m.buildInfo, m.submitted, m.finished, m.taskDuration, m.phaseDuration,
 		m.inFlight, m.slots, m.freeSlots, m.pending, m.ackPending, m.redeliveries, m.requeues, m.deadLetters,
 		m.modelRequests, m.modelTokens, m.modelCost, m.toolCalls, m.sandboxStarts,
-		m.sandboxFailures, m.checkpoints, m.rollbacks, m.httpRequests, m.httpDuration)
+		m.sandboxFailures, m.checkpoints, m.rollbacks, m.httpRequests, m.httpDuration, m.benchTasks, m.benchCost)
 	// Pre-create the label sets operators alert on, so a series exists at 0
 	// before the first event (rate() over a missing series is empty).
 	for _, s := range []task.State{task.StateResolved, task.StateUnresolved, task.StateFailed,
 		task.StateCancelled, task.StateTimedOut, task.StateRejected} {
 		m.finished.WithLabelValues(string(s))
+	}
+	for _, r := range requeueReasons {
+		m.requeues.WithLabelValues(r)
 	}
 	return m
 }
@@ -214,6 +236,10 @@ func (m *Metrics) TaskStarted(queueWait time.Duration, attempt int) {
 // longer running, whether it finished or was handed back.
 func (m *Metrics) TaskEnded() { m.inFlight.Dec() }
 
+// requeueReasons are the values of wrench_task_requeues_total's reason
+// label (TaskRequeued maps the dispatcher's reasons onto them).
+var requeueReasons = []string{"retry", "shutdown", "repo_limit", "other"}
+
 // TaskRequeued counts an attempt handed back for another delivery; reason
 // is the dispatcher's ("retry: …", "shutdown", "repo_limit").
 func (m *Metrics) TaskRequeued(reason string) {
@@ -236,6 +262,7 @@ func (m *Metrics) TaskFinished(res task.Result, elapsed time.Duration) {
 		status = "other"
 	}
 	m.finished.WithLabelValues(status).Inc()
+	m.benchFinished(res)
 	if elapsed <= 0 {
 		elapsed = res.Timings.Total
 	}
@@ -251,11 +278,45 @@ func (m *Metrics) TaskFinished(res task.Result, elapsed time.Duration) {
 		{PhaseBaseline, res.Timings.Baseline},
 		{PhaseAgent, res.Timings.Agent},
 		{PhaseVerify, res.Timings.Verify},
+		{PhaseGrade, res.Timings.Grade},
 	} {
 		if p.d > 0 {
 			m.phaseDuration.WithLabelValues(p.name).Observe(p.d.Seconds())
 		}
 	}
+}
+
+// benchFinished records a graded bench task: its outcome and its cost by
+// bench run and model (the names the bench run reports under).
+func (m *Metrics) benchFinished(res task.Result) {
+	g := res.Grade
+	if g == nil || g.Run == "" {
+		return
+	}
+	outcome := "resolved"
+	if ok, fault := res.Verdict(); !ok {
+		outcome = string(fault)
+	}
+	run, model := m.runLabel(g.Run), m.modelLabel(g.Model)
+	m.benchTasks.WithLabelValues(run, model, outcome).Inc()
+	m.benchCost.WithLabelValues(run, model).Add(res.Usage.CostUSD)
+}
+
+// runLabel bounds the run label's values like modelLabel bounds models.
+func (m *Metrics) runLabel(run string) string {
+	if len(run) > 64 {
+		run = run[:64]
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.benchRuns[run] {
+		return run
+	}
+	if len(m.benchRuns) >= maxModelLabels {
+		return "other"
+	}
+	m.benchRuns[run] = true
+	return run
 }
 
 // SetSlots records this process's slot count and how many are idle.

@@ -46,6 +46,17 @@ func exercise(m *Metrics) {
 		Agent: time.Minute, Verify: time.Second, Total: 2 * time.Minute,
 	}}, 0)
 	m.TaskEnded()
+	// Three graded bench tasks: resolved, the model's failure, the
+	// infrastructure's (grading could not run).
+	passed := []task.TestOutcome{{Name: "TestA", Status: task.TestPassed}}
+	for _, g := range []*task.Grade{
+		{Run: "nightly", Model: "gold", Resolved: true, FailToPass: passed},
+		{Run: "nightly", Model: "gold"},
+		{Run: "nightly", Model: "gold", Error: "the test patch does not apply"},
+	} {
+		m.TaskFinished(task.Result{Status: task.StateResolved, Grade: g, Usage: task.Usage{CostUSD: 0.25},
+			Timings: task.Timings{Grade: time.Second, Total: time.Minute}}, 0)
+	}
 }
 
 func scrape(t *testing.T, reg *prometheus.Registry) []byte {
@@ -112,14 +123,14 @@ func TestMetricsNames(t *testing.T) {
 	for _, want := range []string{
 		`wrench_tasks_submitted_total{source="cli"} 1`,
 		`wrench_tasks_submitted_total{source="unknown"} 1`,
-		`wrench_tasks_finished_total{status="resolved"} 1`,
+		`wrench_tasks_finished_total{status="resolved"} 4`,
 		`wrench_tasks_finished_total{status="failed"} 0`,
 		`wrench_task_phase_duration_seconds_count{phase="queue_wait"} 1`,
 		`wrench_task_phase_duration_seconds_count{phase="clone"} 1`,
 		`wrench_task_phase_duration_seconds_count{phase="sandbox_start"} 1`,
 		`wrench_task_phase_duration_seconds_count{phase="agent"} 1`,
 		`wrench_task_phase_duration_seconds_count{phase="verify"} 1`,
-		`wrench_task_duration_seconds_count{status="resolved"} 1`,
+		`wrench_task_duration_seconds_count{status="resolved"} 4`,
 		`wrench_tasks_in_flight 0`,
 		`wrench_worker_slots 4`,
 		`wrench_worker_free_slots 3`,
@@ -140,6 +151,11 @@ func TestMetricsNames(t *testing.T) {
 		`wrench_rollbacks_total 1`,
 		`wrench_http_requests_total{code="201",route="POST /v1/tasks"} 1`,
 		`wrench_build_info{version="test"} 1`,
+		`wrench_bench_tasks_total{model="gold",outcome="resolved",run="nightly"} 1`,
+		`wrench_bench_tasks_total{model="gold",outcome="model",run="nightly"} 1`,
+		`wrench_bench_tasks_total{model="gold",outcome="infrastructure",run="nightly"} 1`,
+		`wrench_bench_cost_usd_total{model="gold",run="nightly"} 0.75`,
+		`wrench_task_phase_duration_seconds_count{phase="grade"} 3`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("scrape lacks %q", want)
@@ -215,4 +231,56 @@ func count(c prometheus.Collector) int {
 		n++
 	}
 	return n
+}
+
+func TestMetricsBenchRunCap(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	m.TaskFinished(task.Result{Status: task.StateResolved}, time.Second) // not a bench task
+	if n := count(m.benchTasks); n != 0 {
+		t.Fatalf("a task without grading made %d bench series", n)
+	}
+	for i := range maxModelLabels + 3 {
+		m.TaskFinished(task.Result{Status: task.StateFailed, Reason: "start sandbox: image_missing",
+			Grade: &task.Grade{Run: "run-" + strings.Repeat("x", i), Model: "scripted:/tmp/s.yaml"}}, time.Second)
+	}
+	if got := value(m.benchTasks.WithLabelValues("other", "scripted", "infrastructure")); got != 3 {
+		t.Errorf("other = %v, want 3", got)
+	}
+	if n := count(m.benchTasks); n != maxModelLabels+1 {
+		t.Errorf("series = %d, want %d", n, maxModelLabels+1)
+	}
+}
+
+// TestMetricsAlertedSeriesStartAtZero: the labelled counters the alert
+// rules compare with 0 (wrench_tasks_finished_total by status,
+// wrench_task_requeues_total by reason) exist at 0 in a fresh registry;
+// before the first event an absent series makes `increase(...) == 0`
+// empty, and an alert waiting on it can never fire.
+func TestMetricsAlertedSeriesStartAtZero(t *testing.T) {
+	reg := NewRegistry()
+	NewMetrics(reg)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if m.GetCounter() != nil && m.GetCounter().GetValue() == 0 {
+					got[mf.GetName()+"/"+lp.GetValue()] = true
+				}
+			}
+		}
+	}
+	for _, want := range []string{
+		"wrench_task_requeues_total/retry", "wrench_task_requeues_total/shutdown",
+		"wrench_task_requeues_total/repo_limit", "wrench_task_requeues_total/other",
+		"wrench_tasks_finished_total/resolved", "wrench_tasks_finished_total/failed",
+		"wrench_tasks_finished_total/timed_out", "wrench_tasks_finished_total/cancelled",
+	} {
+		if !got[want] {
+			t.Errorf("a fresh registry has no %s at 0", want)
+		}
+	}
 }

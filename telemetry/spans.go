@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,14 +93,15 @@ type openSpan struct {
 }
 
 // Start opens the task span of one attempt at time at (zero: now). ctx
-// carries the submitter's trace context (see [ExtractNATS]); the returned
+// carries the submitter's trace context (the queue extracts it from the
+// task message's headers, queue/trace.go); the returned
 // context carries the task span, for logs and child spans.
 func (tt *TaskTracer) Start(ctx context.Context, t task.Task, attempt int, at time.Time) (context.Context, *TaskSpans) {
 	attrs := []attribute.KeyValue{AttrTaskID.String(t.ID), AttrAttempt.Int(attempt)}
 	if t.Source.Kind != "" {
 		attrs = append(attrs, AttrSource.String(t.Source.Kind))
 	}
-	if u := redactURL(t.Repo.URL); u != "" {
+	if u := task.RedactURL(t.Repo.URL); u != "" {
 		attrs = append(attrs, AttrRepo.String(u))
 	}
 	ctx, span := tt.tracer.Start(ctx, "task", withTime(at,
@@ -351,15 +351,4 @@ func endTime(t time.Time) []trace.SpanEndOption {
 		return nil
 	}
 	return []trace.SpanEndOption{trace.WithTimestamp(t)}
-}
-
-// redactURL drops credentials from a repository URL before it becomes an
-// attribute.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	u.User = nil
-	return u.String()
 }

@@ -3,7 +3,9 @@ package worker
 import (
 	"errors"
 
+	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/task"
 )
 
 // InputError marks a failure caused by the task itself — a repository that
@@ -29,4 +31,22 @@ func badInput(err error) bool {
 func retryable(err error) bool {
 	var te *TransientError
 	return errors.As(err, &te) || sandbox.KindOf(err) == sandbox.ErrUnavailable
+}
+
+// checkInput is what a task must pass before any work starts: the task's
+// own rules and the agent's (tool names, protocol, plan). A task that fails
+// is rejected, never retried.
+func checkInput(t *task.Task) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	return agent.CheckTask(t)
+}
+
+// rejected is the result of a run the agent refused as unusable input
+// (agent.ErrInvalidRun): rejected, not retried, keeping what was learned
+// before the agent started.
+func rejected(err error, before task.Result) task.Result {
+	return task.Result{Status: task.StateRejected, Reason: err.Error(), Fault: task.FaultInput,
+		BaseCommit: before.BaseCommit, TestsBefore: before.TestsBefore, Setup: before.Setup}
 }

@@ -3,90 +3,129 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"sync"
 	"sync/atomic"
 
 	"github.com/wrenchworks/wrench/agent"
+	"github.com/wrenchworks/wrench/environment"
 	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
+	"github.com/wrenchworks/wrench/workspace"
 )
 
-// fakeWorkspaces hands out fakeWorkspaces, or fails with err.
-type fakeWorkspaces struct {
-	err    error
-	mu     sync.Mutex
-	opened []*fakeWorkspace
+const fakeCommit = "0123456789abcdef0123456789abcdef01234567"
+
+// fakeSources resolves every repository to a fakeSource holding files, or
+// fails with err.
+type fakeSources struct {
+	err   error
+	files map[string]string
+	// progress is written to the clone's progress writer, if any.
+	progress string
+	mu       sync.Mutex
+	opened   []*fakeSource
 }
 
-func (f *fakeWorkspaces) Open(ctx context.Context, id string, repo task.Repo) (Workspace, error) {
+func (f *fakeSources) Resolve(ctx context.Context, repo task.Repo) (Source, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	w := &fakeWorkspace{dir: "/tmp/ws-" + id}
+	if w := workspace.ProgressOf(ctx); w != nil && f.progress != "" {
+		_, _ = io.WriteString(w, f.progress)
+	}
+	s := &fakeSource{files: f.files}
 	f.mu.Lock()
-	f.opened = append(f.opened, w)
+	f.opened = append(f.opened, s)
 	f.mu.Unlock()
-	return w, nil
+	return s, nil
 }
 
-func (f *fakeWorkspaces) allClosed() bool {
+func (f *fakeSources) allClosed() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, w := range f.opened {
-		if !w.closed.Load() {
+	for _, s := range f.opened {
+		if !s.closed.Load() {
 			return false
 		}
 	}
 	return true
 }
 
-type fakeWorkspace struct {
-	dir    string
-	diff   string
+type fakeSource struct {
+	files  map[string]string
 	closed atomic.Bool
 }
 
-func (w *fakeWorkspace) Dir() string        { return w.dir }
-func (w *fakeWorkspace) BaseCommit() string { return "0123456789abcdef" }
-func (w *fakeWorkspace) Close() error       { w.closed.Store(true); return nil }
-func (w *fakeWorkspace) Checkpoint(context.Context, string) (string, error) {
-	return "c1", nil
-}
-func (w *fakeWorkspace) Rollback(context.Context, string) error { return nil }
-func (w *fakeWorkspace) Diff(context.Context) (string, error) {
-	if w.diff == "" {
-		return "diff --git a/x b/x\n", nil
+func (s *fakeSource) Hash() string { return fakeCommit }
+func (s *fakeSource) Files() map[string]string {
+	out := map[string]string{}
+	for p := range s.files {
+		out[p] = "blob-of-" + p
 	}
-	return w.diff, nil
+	return out
 }
+func (s *fakeSource) Checkout() workspace.Checkout { return workspace.Checkout{Commit: fakeCommit} }
+func (s *fakeSource) Pack(context.Context, io.Writer, []string) (int, error) {
+	return 0, nil
+}
+func (s *fakeSource) ReadFile(p string, max int64) ([]byte, error) {
+	if c, ok := s.files[p]; ok {
+		return []byte(c), nil
+	}
+	return nil, fmt.Errorf("%s: %w", p, fs.ErrNotExist)
+}
+func (s *fakeSource) Clone(context.Context, string) (environment.Clone, error) {
+	return nil, errors.New("fake sources do not clone")
+}
+func (s *fakeSource) Close() { s.closed.Store(true) }
 
-// fakeProvider starts fakeSandboxes whose test command passes once fixed
-// is set (by the fake agent), or fails to start with err.
-type fakeProvider struct {
+// fakeEnvironments prepares fakeSandboxes whose test command passes once
+// fixed is set (by the fake agent), or fails with err.
+type fakeEnvironments struct {
 	err     error
+	diff    string // the sandboxes' diff (a default one when empty)
 	fixed   atomic.Bool
 	mu      sync.Mutex
 	started []*fakeSandbox
-	spec    sandbox.Spec
+	req     environment.Request
 }
 
-func (p *fakeProvider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	if p.err != nil {
-		return nil, p.err
+func (e *fakeEnvironments) Prepare(ctx context.Context, req environment.Request) (*environment.Prepared, error) {
+	e.mu.Lock()
+	e.req = req
+	e.mu.Unlock()
+	if e.err != nil {
+		return nil, e.err
 	}
-	s := &fakeSandbox{p: p}
-	p.mu.Lock()
-	p.started = append(p.started, s)
-	p.spec = spec
-	p.mu.Unlock()
-	return s, nil
+	s := &fakeSandbox{e: e, diff: e.diff}
+	e.mu.Lock()
+	e.started = append(e.started, s)
+	e.mu.Unlock()
+	return &environment.Prepared{
+		Sandbox: s,
+		Base:    workspace.Base{Commit: fakeCommit, Checkpoint: "base-cp"},
+		Setup:   &task.SetupRun{Snapshot: task.SnapshotHit, Key: "k1", Passed: true},
+	}, nil
 }
 
-func (p *fakeProvider) allClosed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, s := range p.started {
+// diffs counts the Diff calls of every sandbox started.
+func (e *fakeEnvironments) diffs() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, s := range e.started {
+		n += int(s.diffs.Load())
+	}
+	return n
+}
+
+func (e *fakeEnvironments) allClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.started {
 		if !s.closed.Load() {
 			return false
 		}
@@ -95,8 +134,10 @@ func (p *fakeProvider) allClosed() bool {
 }
 
 type fakeSandbox struct {
-	p      *fakeProvider
+	e      *fakeEnvironments
 	closed atomic.Bool
+	diff   string
+	diffs  atomic.Int32 // calls of Diff
 }
 
 func (s *fakeSandbox) ID() string { return "fake" }
@@ -104,7 +145,7 @@ func (s *fakeSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbo
 	if err := ctx.Err(); err != nil {
 		return sandbox.ExecResult{ExitCode: -1}, err
 	}
-	if s.p.fixed.Load() {
+	if s.e.fixed.Load() {
 		return sandbox.ExecResult{Output: []byte("ok")}, nil
 	}
 	return sandbox.ExecResult{ExitCode: 1, Output: []byte("FAIL")}, nil
@@ -123,6 +164,17 @@ func (s *fakeSandbox) Grep(context.Context, sandbox.GrepRequest) ([]sandbox.Grep
 	return nil, nil
 }
 func (s *fakeSandbox) Close(context.Context) error { s.closed.Store(true); return nil }
+func (s *fakeSandbox) Checkpoint(context.Context, string) (string, error) {
+	return "c1", nil
+}
+func (s *fakeSandbox) Rollback(context.Context, string) error { return nil }
+func (s *fakeSandbox) Diff(context.Context) (string, error) {
+	s.diffs.Add(1)
+	if s.diff == "" {
+		return "diff --git a/x b/x\n", nil
+	}
+	return s.diff, nil
+}
 
 // fakeAgent plays an outcome; when fix is set it marks the sandbox fixed,
 // and when block is set it waits for the context to end.
@@ -130,12 +182,21 @@ type fakeAgent struct {
 	last   *agent.Run
 	reason agent.StopReason
 	err    error
-	fix    *fakeProvider
+	fix    *fakeEnvironments
 	block  bool
+	// runErr, when set, is returned with no outcome (a refused run).
+	runErr error
+	// history is the outcome's FileHistory.
+	history map[string][]agent.FileVersion
+	// summary is the outcome's summary ("done" when empty).
+	summary string
 }
 
 func (a *fakeAgent) Run(ctx context.Context, r *agent.Run) (*agent.Outcome, error) {
 	a.last = r
+	if a.runErr != nil {
+		return nil, a.runErr
+	}
 	if a.block {
 		<-ctx.Done()
 		return &agent.Outcome{Reason: agent.StopCancelled}, nil
@@ -144,7 +205,11 @@ func (a *fakeAgent) Run(ctx context.Context, r *agent.Run) (*agent.Outcome, erro
 	if a.fix != nil {
 		a.fix.fixed.Store(true)
 	}
-	return &agent.Outcome{Reason: a.reason, Err: a.err, Summary: "done", Usage: task.Usage{Turns: 2, ToolCalls: 3}}, nil
+	summary := a.summary
+	if summary == "" {
+		summary = "done"
+	}
+	return &agent.Outcome{Reason: a.reason, Err: a.err, Summary: summary, Usage: task.Usage{Turns: 2, ToolCalls: 3}, FileHistory: a.history}, nil
 }
 
 func fakeModels(err error) ModelOpener {
@@ -157,68 +222,3 @@ func fakeModels(err error) ModelOpener {
 }
 
 var errBoom = errors.New("boom")
-
-// OpenIn makes fakeWorkspaces a DirWorkspaces.
-func (f *fakeWorkspaces) OpenIn(ctx context.Context, id, dir string, repo task.Repo) (Workspace, error) {
-	if f.err != nil {
-		return nil, f.err
-	}
-	w := &fakeWorkspace{dir: dir}
-	f.mu.Lock()
-	f.opened = append(f.opened, w)
-	f.mu.Unlock()
-	return w, nil
-}
-
-// onlyOpen hides OpenIn, for the check that a pool needs it.
-type onlyOpen struct{ w *fakeWorkspaces }
-
-func (o onlyOpen) Open(ctx context.Context, id string, repo task.Repo) (Workspace, error) {
-	return o.w.Open(ctx, id, repo)
-}
-
-// fakePool leases fakeSandboxes of its provider with directories of its own.
-type fakePool struct {
-	p        *fakeProvider
-	err      error
-	mu       sync.Mutex
-	leases   []*fakeLease
-	acquired sandbox.Spec
-}
-
-func (f *fakePool) Acquire(ctx context.Context, spec sandbox.Spec) (Lease, error) {
-	if f.err != nil {
-		return nil, f.err
-	}
-	sb, _ := f.p.Start(ctx, spec)
-	l := &fakeLease{sb: sb, dir: "/pool/dir-1"}
-	f.mu.Lock()
-	f.leases = append(f.leases, l)
-	f.acquired = spec
-	f.mu.Unlock()
-	return l, nil
-}
-
-func (f *fakePool) allReleased() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, l := range f.leases {
-		if !l.released.Load() {
-			return false
-		}
-	}
-	return true
-}
-
-type fakeLease struct {
-	sb       sandbox.Sandbox
-	dir      string
-	released atomic.Bool
-}
-
-func (l *fakeLease) Sandbox() sandbox.Sandbox { return l.sb }
-func (l *fakeLease) Dir() string              { return l.dir }
-func (l *fakeLease) Release(ctx context.Context) error {
-	l.released.Store(true)
-	return l.sb.Close(ctx)
-}

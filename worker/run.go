@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wrenchworks/wrench/agent"
+	"github.com/wrenchworks/wrench/environment"
 	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -20,8 +21,8 @@ import (
 var errTaskTimeout = errors.New("task timed out")
 
 // Run carries out one task and always returns a Report: every failure is a
-// Result with a status and a reason, and the container and workspace are
-// gone when it returns. Cancelling ctx cancels the task.
+// Result with a status and a reason, and the sandbox is gone when it
+// returns. Cancelling ctx cancels the task.
 func (w *Worker) Run(ctx context.Context, t task.Task, attempt int, onEvent func(task.Event)) task.Report {
 	r := &taskRun{w: w, t: t, attempt: attempt, onEvent: onEvent, start: time.Now()}
 	r.log = w.log.With("task_id", t.ID, "attempt", attempt)
@@ -36,6 +37,7 @@ type taskRun struct {
 	onEvent func(task.Event)
 	start   time.Time
 	log     *slog.Logger
+	secrets map[string]string
 
 	mu     sync.Mutex
 	seq    uint64
@@ -43,6 +45,8 @@ type taskRun struct {
 
 	timings    task.Timings
 	trajectory bytes.Buffer
+	// history is the file history artifact (see fileHistoryArtifact).
+	history []byte
 }
 
 func (r *taskRun) emit(ev task.Event) {
@@ -54,6 +58,7 @@ func (r *taskRun) emit(ev task.Event) {
 		ev.Time = time.Now()
 	}
 	ev.Elapsed = task.Duration(ev.Time.Sub(r.start))
+	ev.Text = task.RedactSecrets(ev.Text, r.allSecrets())
 	fmt.Fprintf(&r.logBuf, "%s %-11s %s%s%s\n", ev.Time.UTC().Format("15:04:05.000"), ev.Kind, ev.Phase, ev.Tool, oneLine(ev.Text, 200))
 	r.mu.Unlock()
 	if r.onEvent != nil {
@@ -80,38 +85,47 @@ func (r *taskRun) run(parent context.Context) task.Report {
 	if t.ID == "" {
 		t.ID = task.NewID()
 	}
-	if err := t.Validate(); err != nil {
-		return r.finish(nil, task.Result{Status: task.StateRejected, Reason: err.Error()}, false)
+	if err := checkInput(t); err != nil {
+		return r.finish(nil, task.Result{Status: task.StateRejected, Reason: err.Error(), Fault: task.FaultInput}, false)
+	}
+	// The policy again, before anything is cloned or opened: a task that
+	// reached the queue some other way than the API (a NATS client with a
+	// worker's credentials) still cannot read this disk or widen a limit.
+	if err := r.w.cfg.Policy.Admit(*t); err != nil {
+		return r.finish(nil, task.Result{Status: task.StateRejected, Reason: err.Error(), Fault: task.FaultInput}, false)
 	}
 	r.emit(task.Event{Kind: task.EventState, State: task.StateRunning})
 
-	limits := r.limits()
-	ctx, cancel := context.WithTimeoutCause(parent, time.Duration(limits.Timeout), errTaskTimeout)
+	// Until the repository's configuration is read, the task's own limit
+	// (or the policy's default) bounds it; then the effective one does.
+	ctx, cancel := context.WithTimeoutCause(parent, r.initialTimeout(), errTaskTimeout)
 	defer cancel()
-
-	var res task.Result
-	ws, sb, err := r.prepare(ctx, limits)
+	src, eff, err := r.configure(ctx)
 	if err != nil {
 		return r.finish(nil, r.failure(ctx, err), retryable(err) && ctx.Err() == nil)
 	}
-	defer func() {
-		if err := ws.Close(); err != nil {
-			r.log.Warn("remove workspace", "dir", ws.Dir(), "err", err)
-		}
-	}()
+	ctx, cancel2 := context.WithDeadlineCause(parent, r.start.Add(time.Duration(eff.Limits.Timeout)), errTaskTimeout)
+	defer cancel2()
+	prep, err := r.prepare(ctx, src, eff)
+	src.Close()
+	if err != nil {
+		return r.finish(nil, r.prepareFailure(ctx, err), retryable(err) && ctx.Err() == nil)
+	}
 	defer func() {
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(parent), cleanupTimeout)
 		defer ccancel()
-		if err := sb.Close(cctx); err != nil {
-			r.log.Warn("remove sandbox", "id", sb.ID(), "err", err)
+		if _, err := prep.Close(cctx); err != nil {
+			r.log.Warn("remove sandbox", "id", prep.Sandbox.ID(), "err", err)
 		}
 	}()
-	res.BaseCommit = ws.BaseCommit()
-	env := sandboxEnv{sb: sb}
+	ws, _ := prep.Sandbox.(sandbox.Checkpointer)
+	res := task.Result{BaseCommit: prep.Base.Commit, Setup: prep.Setup}
+	env := prep.Sandbox
+	t.TestCommand = eff.Test
 
 	if t.TestCommand != "" {
 		_ = r.phase("baseline", &r.timings.Baseline, func() error {
-			res.TestsBefore = r.runTests(ctx, env)
+			res.TestsBefore = r.runTests(ctx, env, eff.TestTimeout)
 			return nil
 		})
 	}
@@ -119,7 +133,7 @@ func (r *taskRun) run(parent context.Context) task.Report {
 	model, modelName, closeModel, err := r.w.cfg.Models(ctx, r.modelSpec())
 	if err != nil {
 		f := r.failure(ctx, fmt.Errorf("open model: %w", err))
-		f.BaseCommit, f.TestsBefore = res.BaseCommit, res.TestsBefore
+		f.BaseCommit, f.TestsBefore, f.Setup = res.BaseCommit, res.TestsBefore, res.Setup
 		return r.finish(ws, f, false)
 	}
 	defer func() {
@@ -129,77 +143,104 @@ func (r *taskRun) run(parent context.Context) task.Report {
 	}()
 
 	var out *agent.Outcome
-	_ = r.phase("agent", &r.timings.Agent, func() (err error) {
+	agentErr := r.phase("agent", &r.timings.Agent, func() (err error) {
 		out, err = r.w.cfg.Agent.Run(ctx, &agent.Run{
-			Task:         *t,
-			ModelName:    modelName,
-			Model:        model,
-			Env:          env,
-			Workspace:    ws,
-			Baseline:     res.TestsBefore,
-			Limits:       agentLimits(limits),
-			Verify:       r.w.cfg.Verify,
-			Mode:         agent.Mode(t.Mode),
-			AllowedTools: t.AllowedTools,
-			PlanFirst:    t.PlanFirst,
-			Approval:     r.w.cfg.Approval,
-			Approve:      r.w.cfg.Approve,
-			Protocol:     t.Protocol,
-			OnEvent:      r.emit,
-			Trajectory:   &r.trajectory,
-			Secrets:      r.w.cfg.Secrets,
+			Task:           t.Hidden(),
+			ModelName:      modelName,
+			Model:          model,
+			Env:            env,
+			Workspace:      ws,
+			BaseCheckpoint: prep.Base.Checkpoint,
+			Baseline:       res.TestsBefore,
+			BaseCommit:     res.BaseCommit,
+			Limits:         agentLimits(eff.Limits),
+			Verify:         r.w.cfg.Verify,
+			TestTimeout:    eff.TestTimeout,
+			Mode:           t.Mode,
+			AllowedTools:   t.AllowedTools,
+			PlanFirst:      t.PlanFirst,
+			Approval:       r.w.cfg.Approval,
+			Approve:        r.w.cfg.Approve,
+			OnLimit:        r.w.cfg.OnLimit,
+			Protocol:       t.Protocol,
+			OnEvent:        r.emit,
+			Trajectory:     &r.trajectory,
+			Secrets:        r.allSecrets(),
+			// The repository's instruction files, when its .wrench.yaml
+			// names them.
+			ProjectInstructions: eff.Instructions,
 		})
 		return err
 	})
+	if out == nil && errors.Is(agentErr, agent.ErrInvalidRun) {
+		return r.finish(ws, rejected(agentErr, res), false)
+	}
 	if out == nil {
 		out = &agent.Outcome{Reason: agent.StopEnvError, Err: errors.New("agent returned no outcome")}
 	}
 	res.Usage, res.Summary = out.Usage, out.Summary
+	r.history = fileHistoryArtifact(out.FileHistory, r.allSecrets())
 
 	// Final verification runs even when the run ended on a limit: the
-	// partial work may already pass.
-	if ctx.Err() == nil && t.TestCommand != "" {
+	// partial work may already pass. A plan-mode run changes nothing, so
+	// there is nothing to verify.
+	if ctx.Err() == nil && t.TestCommand != "" && t.Mode != task.ModePlan {
 		r.emit(task.Event{Kind: task.EventState, State: task.StateVerifying})
 		_ = r.phase("verify", &r.timings.Verify, func() error {
-			res.TestsAfter = r.runTests(ctx, env)
+			res.TestsAfter = r.runTests(ctx, env, eff.TestTimeout)
 			return nil
 		})
 	}
 	res.Status, res.Reason = r.judge(ctx, out, res.TestsAfter)
-	return r.finish(ws, res, out.Reason == agent.StopEnvError && ctx.Err() == nil && res.Status == task.StateFailed)
+	res.Fault = faultOf(res.Status, out.Reason)
+	retry := out.Reason == agent.StopEnvError && ctx.Err() == nil && res.Status == task.StateFailed
+	if t.Grading != nil {
+		// The agent's patch is taken before the test patch touches the tree.
+		r.takeDiff(ws, &res)
+		r.gradePhase(ctx, env, &res, eff.TestTimeout)
+		return r.finish(nil, res, retry)
+	}
+	return r.finish(ws, res, retry)
+}
+
+// gradePhase runs the task's hidden grading spec once the agent is done.
+// A task that was cancelled or timed out is not graded.
+func (r *taskRun) gradePhase(ctx context.Context, sb sandbox.Sandbox, res *task.Result, timeout time.Duration) {
+	if ctx.Err() != nil {
+		res.Grade = &task.Grade{Run: r.t.Grading.Run, Instance: r.t.Grading.Instance, Model: r.t.Grading.Model,
+			Error: "not graded: the task was " + string(res.Status)}
+		return
+	}
+	_ = r.phase("grade", &r.timings.Grade, func() error {
+		res.Grade = grade(ctx, sb, r.t.Grading, timeout)
+		return nil
+	})
+}
+
+// initialTimeout bounds resolving and configuring: the task's limit, or
+// the policy's default for its repository.
+func (r *taskRun) initialTimeout() time.Duration {
+	if d := time.Duration(r.t.Limits.Timeout); d > 0 {
+		return d
+	}
+	if d := time.Duration(r.w.cfg.Policy.For(r.t.Repo.URL).Limits.Timeout); d > 0 {
+		return d
+	}
+	return task.DefaultTimeout
+}
+
+// allSecrets are the values redacted from the trajectory and events: the
+// worker's own and the setup secrets of this task.
+func (r *taskRun) allSecrets() []string {
+	out := append([]string(nil), r.w.cfg.Secrets...)
+	for _, v := range r.secrets {
+		out = append(out, v)
+	}
+	return out
 }
 
 // cleanupTimeout bounds removing a sandbox once the task is over.
 const cleanupTimeout = 30 * time.Second
-
-// prepare clones the repository and starts the sandbox on it — or, with a
-// warm pool, takes a ready sandbox and clones into its directory. On error
-// it says which step failed and leaves nothing behind.
-func (r *taskRun) prepare(ctx context.Context, limits task.Limits) (Workspace, sandbox.Sandbox, error) {
-	if r.w.cfg.Pool != nil {
-		return r.acquireAndClone(ctx, r.w.cfg.Pool, limits)
-	}
-	var ws Workspace
-	err := r.phase("clone", &r.timings.Clone, func() (err error) {
-		ws, err = r.w.cfg.Workspaces.Open(ctx, r.t.ID, r.t.Repo)
-		return err
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("clone: %w", err)
-	}
-	var sb sandbox.Sandbox
-	err = r.phase("sandbox", &r.timings.SandboxStart, func() (err error) {
-		sb, err = r.w.cfg.Sandboxes.Start(ctx, r.sandboxSpec(ws.Dir(), limits))
-		return err
-	})
-	if err != nil {
-		if cerr := ws.Close(); cerr != nil {
-			r.log.Warn("remove workspace", "dir", ws.Dir(), "err", cerr)
-		}
-		return nil, nil, fmt.Errorf("start sandbox: %w", err)
-	}
-	return ws, sb, nil
-}
 
 // judge decides the final state from the agent's outcome and the last test run.
 func (r *taskRun) judge(ctx context.Context, out *agent.Outcome, after *task.TestRun) (task.State, string) {
@@ -216,6 +257,8 @@ func (r *taskRun) judge(ctx context.Context, out *agent.Outcome, after *task.Tes
 	switch {
 	case out.Reason == agent.StopModelError || out.Reason == agent.StopEnvError:
 		return task.StateFailed, reason
+	case r.t.Mode == task.ModePlan:
+		return judgePlan(out.Reason, reason)
 	case after != nil && after.Passed:
 		return task.StateResolved, reason
 	case after != nil:
@@ -226,45 +269,71 @@ func (r *taskRun) judge(ctx context.Context, out *agent.Outcome, after *task.Tes
 	return task.StateUnresolved, reason
 }
 
+// faultOf says whose fault an ended run is: the model service and the
+// sandbox are infrastructure; a run that ended unresolved is the model's.
+func faultOf(s task.State, reason agent.StopReason) task.Fault {
+	switch {
+	case s == task.StateFailed:
+		return task.FaultInfra
+	case s == task.StateUnresolved, s == task.StateTimedOut:
+		return task.FaultModel
+	case reason == agent.StopModelError:
+		return task.FaultInfra
+	}
+	return task.FaultNone
+}
+
 // failure turns an error of a phase (wrapped with the phase's name) into
 // a Result.
 func (r *taskRun) failure(ctx context.Context, err error) task.Result {
-	status := task.StateFailed
+	status, fault := task.StateFailed, task.FaultInfra
 	switch {
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errTaskTimeout):
-		status = task.StateTimedOut
+		status, fault = task.StateTimedOut, task.FaultNone
 	case ctx.Err() != nil:
-		status = task.StateCancelled
+		status, fault = task.StateCancelled, task.FaultNone
 	case badInput(err):
-		status = task.StateRejected
+		status, fault = task.StateRejected, task.FaultInput
 	}
-	return task.Result{Status: status, Reason: err.Error()}
+	return task.Result{Status: status, Reason: err.Error(), Fault: fault}
+}
+
+// prepareFailure is failure for the environment phase: a failed setup is
+// the repository's fault, reported with its outcome and never retried.
+func (r *taskRun) prepareFailure(ctx context.Context, err error) task.Result {
+	var se *environment.SetupError
+	if errors.As(err, &se) && ctx.Err() == nil {
+		return task.Result{Status: task.StateFailed, Reason: se.Error(), Fault: task.FaultSetup, Setup: se.Run}
+	}
+	return r.failure(ctx, err)
 }
 
 // finish fills the common fields, takes the diff from the workspace (the
 // work so far, whatever the status) and packs the artifacts.
-func (r *taskRun) finish(ws Workspace, res task.Result, retry bool) task.Report {
+func (r *taskRun) finish(ws sandbox.Checkpointer, res task.Result, retry bool) task.Report {
 	res.TaskID = r.t.ID
 	res.Attempt = r.attempt
 	res.Worker = r.w.cfg.ID
 	if ws != nil {
-		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		patch, err := ws.Diff(dctx)
-		cancel()
-		if err != nil {
-			res.Reason = strings.TrimPrefix(res.Reason+"; diff: "+err.Error(), "; ")
-		}
-		res.Patch = patch
+		r.takeDiff(ws, &res)
 	}
 	r.timings.Total = time.Since(r.start)
 	res.Timings = r.timings
 	res.FinishedAt = time.Now().UTC()
+	// Everything below leaves the process (result, events, the stored
+	// state, a pull request): no secret and no credential-shaped token.
+	if res.Redact(r.allSecrets()) {
+		r.emit(task.Event{Kind: task.EventLog, Text: "the patch contained secrets or credential-shaped tokens; they are replaced by " + task.Redacted + " and the patch may not apply there"})
+	}
 	arts := map[string][]byte{}
 	if res.Patch != "" {
 		arts["patch.diff"] = []byte(res.Patch)
 	}
 	if r.trajectory.Len() > 0 {
 		arts["trajectory.jsonl"] = bytes.Clone(r.trajectory.Bytes())
+	}
+	if len(r.history) > 0 {
+		arts[FileHistoryArtifact] = r.history
 	}
 	for name := range arts {
 		res.Artifacts = append(res.Artifacts, name)
@@ -278,6 +347,20 @@ func (r *taskRun) finish(ws Workspace, res task.Result, retry bool) task.Report 
 	return task.Report{Result: res, Artifacts: arts, Retry: retry}
 }
 
+// takeDiff records the workspace's diff, the work so far, in res.
+func (r *taskRun) takeDiff(ws sandbox.Checkpointer, res *task.Result) {
+	if ws == nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	patch, err := ws.Diff(dctx)
+	cancel()
+	if err != nil {
+		res.Reason = strings.TrimPrefix(res.Reason+"; diff: "+err.Error(), "; ")
+	}
+	res.Patch = patch
+}
+
 func oneLine(s string, n int) string {
 	if s == "" {
 		return ""
@@ -287,4 +370,14 @@ func oneLine(s string, n int) string {
 		s = s[:n] + "…"
 	}
 	return " " + s
+}
+
+// judgePlan decides a plan-mode task: it changes nothing and its product is
+// the plan (the result's summary), so it is resolved when the model
+// finished with one, whatever the tests say.
+func judgePlan(stop agent.StopReason, reason string) (task.State, string) {
+	if stop == agent.StopFinished || stop == agent.StopNoToolCalls {
+		return task.StateResolved, reason + "; plan mode: the plan is the summary, nothing was changed"
+	}
+	return task.StateUnresolved, reason + "; plan mode: no plan was finished"
 }

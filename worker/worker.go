@@ -1,5 +1,7 @@
-// Package worker runs one task end to end: clone the repository, start a
-// sandbox, run the baseline tests, run the agent, verify, diff, and clean
+// Package worker runs one task end to end: resolve the task's commit, read
+// the repository's configuration under the server policy, prepare its
+// sandbox on the repository's environment (a snapshot, or setup and a new
+// snapshot), run the baseline tests, run the agent, verify, diff, and clean
 // up. It is the one place that wires agent, sandbox, workspace and model
 // together; each of those reaches it through an interface defined here.
 package worker
@@ -10,27 +12,35 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/wrenchworks/wrench/agent"
-	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/environment"
+	"github.com/wrenchworks/wrench/policy"
 	"github.com/wrenchworks/wrench/task"
 )
 
-// Workspaces opens a fresh git workspace for a task.
-type Workspaces interface {
-	Open(ctx context.Context, taskID string, repo task.Repo) (Workspace, error)
+// Sources resolves a task's commit in the host's mirror of its repository.
+type Sources interface {
+	Resolve(ctx context.Context, repo task.Repo) (Source, error)
 }
 
-// Workspace is one task's clone on the host.
-type Workspace interface {
-	agent.Checkpointer
-	// Dir is the host directory mounted into the sandbox.
-	Dir() string
-	// BaseCommit is the commit the patch applies to.
-	BaseCommit() string
-	// Close removes the workspace; it is idempotent.
-	Close() error
+// Source is a resolved commit: its files and objects, and a host clone of
+// it for building an environment. Close releases the mirror.
+type Source interface {
+	environment.Source
+	// ReadFile returns a file at the commit (at most max bytes), or an
+	// error matching fs.ErrNotExist.
+	ReadFile(path string, max int64) ([]byte, error)
+	// Clone makes a host workspace of the commit (a miss exports it into
+	// the setup sandbox).
+	Clone(ctx context.Context, taskID string) (environment.Clone, error)
+	Close()
+}
+
+// Environments prepares a task's sandbox on its environment
+// (*environment.Builder).
+type Environments interface {
+	Prepare(ctx context.Context, req environment.Request) (*environment.Prepared, error)
 }
 
 // AgentRunner runs the agent loop; *agent.Agent implements it.
@@ -45,45 +55,34 @@ type ModelOpener func(ctx context.Context, spec string) (m agent.Model, name str
 // Config wires a Worker.
 type Config struct {
 	// ID names this worker in results and logs.
-	ID         string
-	Workspaces Workspaces
-	Sandboxes  sandbox.Provider
-	// Pool, when set, hands out warm sandboxes instead of starting one per
-	// task; Workspaces must then implement DirWorkspaces.
-	Pool   SandboxPool
-	Models ModelOpener
+	ID           string
+	Sources      Sources
+	Environments Environments
+	Models       ModelOpener
 	// Agent runs the loop; nil means agent.New with no price table.
 	Agent AgentRunner
-	// DefaultImage is used when a task names none.
-	DefaultImage string
+	// Policy is the server policy: limits, the test command of a repository
+	// without one, egress, secrets. Nil means policy.Default for a local run.
+	Policy *policy.Policy
+	// Getenv reads the worker's environment, for the policy's secrets
+	// (default os.Getenv).
+	Getenv func(string) string
 	// DefaultModel is used when a task names none.
 	DefaultModel string
-	// DefaultLimits fill what a task leaves zero.
-	DefaultLimits task.Limits
-	// Sandbox holds the default resource limits.
-	Sandbox SandboxDefaults
-	// TestTimeout bounds one run of the test command (default 10m).
-	TestTimeout time.Duration
+	// Runtime is the OCI runtime of sandboxes ("" is the engine's).
+	Runtime string
 	// Verify is when the agent runs the test command during the loop.
 	Verify agent.VerifyPolicy
 	// Approval and Approve say who approves changing tool calls (yolo, the
 	// default, or confirm with an Approver, for `wrench run --approve`).
 	Approval agent.ApprovalMode
 	Approve  agent.Approver
+	// OnLimit, when set, is asked whether a run that reached a limit goes
+	// on (agent.Run.OnLimit; `wrench run` asks on a terminal). Nil stops.
+	OnLimit func(agent.StopReason) bool
 	// Secrets are redacted from trajectories and events.
 	Secrets []string
 	Logger  *slog.Logger
-}
-
-// SandboxDefaults are the resource limits of a task that sets none.
-type SandboxDefaults struct {
-	MemoryMB int64
-	CPUs     float64
-	Pids     int64
-	DiskMB   int64
-	Network  string
-	Runtime  string
-	Env      map[string]string
 }
 
 // Worker runs tasks. It is safe for concurrent use: each Run is independent.
@@ -95,43 +94,25 @@ type Worker struct {
 // New checks cfg and returns a Worker.
 func New(cfg Config) (*Worker, error) {
 	switch {
-	case cfg.Workspaces == nil:
-		return nil, errors.New("worker: Workspaces is required")
-	case cfg.Sandboxes == nil:
-		return nil, errors.New("worker: Sandboxes is required")
+	case cfg.Sources == nil:
+		return nil, errors.New("worker: Sources is required")
+	case cfg.Environments == nil:
+		return nil, errors.New("worker: Environments is required")
 	case cfg.Models == nil:
 		return nil, errors.New("worker: Models is required")
-	}
-	if _, ok := cfg.Workspaces.(DirWorkspaces); cfg.Pool != nil && !ok {
-		return nil, errPoolNeedsDirWorkspaces
 	}
 	if cfg.Agent == nil {
 		cfg.Agent = agent.New(agent.Config{})
 	}
+	if cfg.Policy == nil {
+		cfg.Policy = policy.Default(policy.Options{Loopback: true})
+	}
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
 	if cfg.ID == "" {
 		host, _ := os.Hostname()
 		cfg.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	if cfg.TestTimeout == 0 {
-		cfg.TestTimeout = 10 * time.Minute
-	}
-	if cfg.DefaultLimits.Timeout == 0 {
-		cfg.DefaultLimits.Timeout = task.Duration(30 * time.Minute)
-	}
-	if cfg.DefaultLimits.MaxTurns == 0 {
-		cfg.DefaultLimits.MaxTurns = 50
-	}
-	if cfg.Sandbox.MemoryMB == 0 {
-		cfg.Sandbox.MemoryMB = 2048
-	}
-	if cfg.Sandbox.CPUs == 0 {
-		cfg.Sandbox.CPUs = 2
-	}
-	if cfg.Sandbox.Pids == 0 {
-		cfg.Sandbox.Pids = 512
-	}
-	if cfg.Sandbox.DiskMB == 0 {
-		cfg.Sandbox.DiskMB = 2048
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -3,11 +3,14 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/wrenchworks/wrench/agent"
+	"github.com/wrenchworks/wrench/environment"
+	"github.com/wrenchworks/wrench/policy"
 	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -23,28 +26,41 @@ func TestRunOutcomes(t *testing.T) {
 		wsErr      error
 		sbErr      error
 		modelErr   error
-		agent      func(p *fakeProvider) *fakeAgent
+		files      map[string]string
+		policy     string
+		agent      func(p *fakeEnvironments) *fakeAgent
 		wantStatus task.State
 		wantRetry  bool
 		wantReason string
 		wantPatch  bool
 	}{
-		{name: "fixed and tests pass", agent: func(p *fakeProvider) *fakeAgent { return &fakeAgent{reason: agent.StopFinished, fix: p} },
+		{name: "fixed and tests pass", agent: func(p *fakeEnvironments) *fakeAgent { return &fakeAgent{reason: agent.StopFinished, fix: p} },
 			wantStatus: task.StateResolved, wantPatch: true},
-		{name: "finished but tests fail", agent: func(*fakeProvider) *fakeAgent { return &fakeAgent{reason: agent.StopFinished} },
+		{name: "finished but tests fail", agent: func(*fakeEnvironments) *fakeAgent { return &fakeAgent{reason: agent.StopFinished} },
 			wantStatus: task.StateUnresolved, wantReason: "tests fail", wantPatch: true},
 		{name: "no test command, finished", mutate: func(t *task.Task) { t.TestCommand = "" },
-			agent:      func(*fakeProvider) *fakeAgent { return &fakeAgent{reason: agent.StopFinished} },
+			agent:      func(*fakeEnvironments) *fakeAgent { return &fakeAgent{reason: agent.StopFinished} },
 			wantStatus: task.StateResolved, wantPatch: true},
 		{name: "no test command, max turns", mutate: func(t *task.Task) { t.TestCommand = "" },
-			agent:      func(*fakeProvider) *fakeAgent { return &fakeAgent{reason: agent.StopMaxTurns} },
+			agent:      func(*fakeEnvironments) *fakeAgent { return &fakeAgent{reason: agent.StopMaxTurns} },
 			wantStatus: task.StateUnresolved, wantReason: "max_turns", wantPatch: true},
-		{name: "loop detected keeps partial work", agent: func(*fakeProvider) *fakeAgent { return &fakeAgent{reason: agent.StopLoopDetected} },
+		{name: "loop detected keeps partial work", agent: func(*fakeEnvironments) *fakeAgent { return &fakeAgent{reason: agent.StopLoopDetected} },
 			wantStatus: task.StateUnresolved, wantReason: "loop_detected", wantPatch: true},
-		{name: "model error", agent: func(*fakeProvider) *fakeAgent {
+		{name: "model error", agent: func(*fakeEnvironments) *fakeAgent {
 			return &fakeAgent{reason: agent.StopModelError, err: &agent.ModelError{Kind: agent.ModelServer, Err: errBoom}}
 		}, wantStatus: task.StateFailed, wantReason: "model_error", wantPatch: true},
 		{name: "invalid task", mutate: func(t *task.Task) { t.Instruction = "" }, wantStatus: task.StateRejected, wantReason: "instruction"},
+		{name: "unknown tool in the allowlist", mutate: func(t *task.Task) { t.AllowedTools = []string{"bash", "bsh"} },
+			wantStatus: task.StateRejected, wantReason: `allowed_tools[1]: "bsh" is not a tool`},
+		{name: "the agent refuses the run", agent: func(*fakeEnvironments) *fakeAgent {
+			return &fakeAgent{runErr: fmt.Errorf("%w: render prompt system: map has no entry for key \"Nope\"", agent.ErrInvalidRun)}
+		}, wantStatus: task.StateRejected, wantReason: "render prompt system", wantPatch: true},
+		{name: "plan mode: a finished plan, tests not rerun", mutate: func(t *task.Task) { t.Mode = task.ModePlan },
+			agent:      func(*fakeEnvironments) *fakeAgent { return &fakeAgent{reason: agent.StopFinished} },
+			wantStatus: task.StateResolved, wantReason: "plan mode: the plan is the summary", wantPatch: true},
+		{name: "plan mode: out of turns", mutate: func(t *task.Task) { t.Mode = task.ModePlan },
+			agent:      func(*fakeEnvironments) *fakeAgent { return &fakeAgent{reason: agent.StopMaxTurns} },
+			wantStatus: task.StateUnresolved, wantReason: "max_turns; plan mode: no plan was finished", wantPatch: true},
 		{name: "repo not found", wsErr: &InputError{Err: errors.New("not a git repository: /src/r")},
 			wantStatus: task.StateRejected, wantReason: "not a git repository"},
 		{name: "clone network error", wsErr: &TransientError{Err: errors.New("connection refused")},
@@ -57,16 +73,28 @@ func TestRunOutcomes(t *testing.T) {
 			wantStatus: task.StateRejected},
 		{name: "unknown model scheme", modelErr: &InputError{Err: errors.New(`unknown model scheme "foo"`)},
 			wantStatus: task.StateRejected, wantReason: "model scheme", wantPatch: true},
+		{name: "setup failed", sbErr: &environment.SetupError{Run: &task.SetupRun{Snapshot: task.SnapshotMiss, ExitCode: 2, Output: "E: no such package"}},
+			wantStatus: task.StateFailed, wantReason: "setup_failed"},
+		{name: "malformed .wrench.yaml", files: map[string]string{".wrench.yaml": "test: go test\nlimits:\n  max_turn: 3\n"},
+			wantStatus: task.StateRejected, wantReason: ".wrench.yaml:3: limits.max_turn"},
+		{name: "the policy refuses the repository", policy: "repositories:\n  - {match: \"/src/*\", allow: false, reason: not here}\n",
+			wantStatus: task.StateRejected, wantReason: "not allowed by the server policy: not here"},
+		{name: ".wrench.yaml asks for a host the policy forbids", files: map[string]string{".wrench.yaml": "agent_egress: [evil.example]\n"},
+			wantStatus: task.StateRejected, wantReason: "agent_egress[0]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			wss := &fakeWorkspaces{err: c.wsErr}
-			prov := &fakeProvider{err: c.sbErr}
+			wss := &fakeSources{err: c.wsErr, files: c.files}
+			prov := &fakeEnvironments{err: c.sbErr}
 			ag := &fakeAgent{reason: agent.StopFinished}
 			if c.agent != nil {
 				ag = c.agent(prov)
 			}
-			w, err := New(Config{Workspaces: wss, Sandboxes: prov, Models: fakeModels(c.modelErr), Agent: ag})
+			pol, err := policy.Parse([]byte(c.policy), policy.Options{Loopback: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := New(Config{Sources: wss, Environments: prov, Models: fakeModels(c.modelErr), Agent: ag, Policy: pol})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,8 +112,15 @@ func TestRunOutcomes(t *testing.T) {
 			if (res.Patch != "") != c.wantPatch {
 				t.Errorf("patch %q, want patch=%v", res.Patch, c.wantPatch)
 			}
+			// The patch is computed once per task, after the last test run.
+			if n := prov.diffs(); c.wantPatch && n != 1 {
+				t.Errorf("the workspace's diff was computed %d times, want once", n)
+			}
 			if !wss.allClosed() || !prov.allClosed() {
-				t.Error("a workspace or sandbox was left open")
+				t.Error("a source or sandbox was left open")
+			}
+			if wantFault := faultFor(c.wantStatus, c.wantReason); res.Fault != wantFault {
+				t.Errorf("fault %q, want %q", res.Fault, wantFault)
 			}
 			if len(events) == 0 || events[len(events)-1].Kind != task.EventResult {
 				t.Errorf("last event is not the result: %+v", events)
@@ -100,9 +135,24 @@ func TestRunOutcomes(t *testing.T) {
 	}
 }
 
+// faultFor is the fault each case's outcome must carry.
+func faultFor(s task.State, reason string) task.Fault {
+	switch {
+	case strings.Contains(reason, "setup_failed"):
+		return task.FaultSetup
+	case s == task.StateRejected:
+		return task.FaultInput
+	case s == task.StateFailed:
+		return task.FaultInfra
+	case s == task.StateUnresolved:
+		return task.FaultModel
+	}
+	return task.FaultNone
+}
+
 func TestRunBaselineAndVerify(t *testing.T) {
-	prov := &fakeProvider{}
-	w, _ := New(Config{Workspaces: &fakeWorkspaces{}, Sandboxes: prov, Models: fakeModels(nil),
+	prov := &fakeEnvironments{}
+	w, _ := New(Config{Sources: &fakeSources{}, Environments: prov, Models: fakeModels(nil),
 		Agent: &fakeAgent{reason: agent.StopFinished, fix: prov}})
 	res := w.Run(context.Background(), testTask(), 1, nil).Result
 	if res.TestsBefore == nil || res.TestsBefore.Passed || res.TestsAfter == nil || !res.TestsAfter.Passed {
@@ -115,8 +165,8 @@ func TestRunBaselineAndVerify(t *testing.T) {
 
 func TestRunCancelAndTimeout(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
-		wss, prov := &fakeWorkspaces{}, &fakeProvider{}
-		w, _ := New(Config{Workspaces: wss, Sandboxes: prov, Models: fakeModels(nil), Agent: &fakeAgent{block: true}})
+		wss, prov := &fakeSources{}, &fakeEnvironments{}
+		w, _ := New(Config{Sources: wss, Environments: prov, Models: fakeModels(nil), Agent: &fakeAgent{block: true}})
 		ctx, cancel := context.WithCancel(context.Background())
 		started := make(chan struct{})
 		var once bool
@@ -140,8 +190,8 @@ func TestRunCancelAndTimeout(t *testing.T) {
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
-		prov := &fakeProvider{}
-		w, _ := New(Config{Workspaces: &fakeWorkspaces{}, Sandboxes: prov, Models: fakeModels(nil), Agent: &fakeAgent{block: true}})
+		prov := &fakeEnvironments{}
+		w, _ := New(Config{Sources: &fakeSources{}, Environments: prov, Models: fakeModels(nil), Agent: &fakeAgent{block: true}})
 		tk := testTask()
 		tk.Limits.Timeout = task.Duration(50 * time.Millisecond)
 		rep := w.Run(context.Background(), tk, 1, nil)
@@ -151,32 +201,111 @@ func TestRunCancelAndTimeout(t *testing.T) {
 	})
 }
 
-func TestSandboxSpecOverrides(t *testing.T) {
-	prov := &fakeProvider{}
-	w, _ := New(Config{Workspaces: &fakeWorkspaces{}, Sandboxes: prov, Models: fakeModels(nil),
-		Agent: &fakeAgent{reason: agent.StopFinished}, DefaultImage: "img:default",
-		Sandbox: SandboxDefaults{MemoryMB: 1024, Env: map[string]string{"A": "1"}}})
+func TestEffectiveConfiguration(t *testing.T) {
+	prov := &fakeEnvironments{}
+	pol, err := policy.Parse([]byte("defaults:\n  test: make check\n  limits: {memory_mb: 1024}\n"), policy.Options{Loopback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{".wrench.yaml": "test: go test ./...\nenv: {A: \"1\"}\nlimits: {pids: 256}\ninstructions: [docs/agents.md]\n"}
+	ag := &fakeAgent{reason: agent.StopFinished}
+	w, _ := New(Config{Sources: &fakeSources{files: files}, Environments: prov, Models: fakeModels(nil),
+		Agent: ag, Policy: pol})
 	tk := testTask()
-	tk.Image, tk.Sandbox = "img:custom", task.SandboxOptions{MemoryMB: 512, Network: "bridge"}
-	w.Run(context.Background(), tk, 1, nil)
-	s := prov.spec
-	if s.Image != "img:custom" || s.MemoryBytes != 512<<20 || s.Network != "bridge" || s.Pids != 512 ||
-		s.TaskID != "t1" || s.WorkspaceDir != "/tmp/ws-t1" || s.Env["A"] != "1" {
-		t.Fatalf("spec %+v", s)
+	tk.TestCommand, tk.Sandbox = "", task.SandboxOptions{MemoryMB: 512}
+	res := w.Run(context.Background(), tk, 1, nil).Result
+	req := prov.req
+	s := req.Spec
+	if req.Config.Test != "go test ./..." || req.Config.Env["A"] != "1" || s.MemoryBytes != 512<<20 || s.Pids != 256 || s.TaskID != "t1" {
+		t.Fatalf("request %+v spec %+v", req.Config, s)
+	}
+	if res.TestsBefore == nil || res.TestsBefore.Command != "go test ./..." {
+		t.Errorf("baseline %+v: want the repository's test command", res.TestsBefore)
+	}
+	if res.Setup == nil || res.Setup.Snapshot != task.SnapshotHit || res.Setup.Key != "k1" {
+		t.Errorf("setup %+v", res.Setup)
+	}
+	if ag.last == nil || len(ag.last.ProjectInstructions) != 1 || ag.last.ProjectInstructions[0] != "docs/agents.md" {
+		t.Errorf("the agent did not get the repository's instruction files: %+v", ag.last)
 	}
 }
 
 func TestRunPassesTaskOptionsToTheAgent(t *testing.T) {
 	ag := &fakeAgent{reason: agent.StopFinished}
 	approve := func(context.Context, agent.ApprovalRequest) (bool, error) { return true, nil }
-	w, _ := New(Config{Workspaces: &fakeWorkspaces{}, Sandboxes: &fakeProvider{}, Models: fakeModels(nil), Agent: ag,
+	w, _ := New(Config{Sources: &fakeSources{}, Environments: &fakeEnvironments{}, Models: fakeModels(nil), Agent: ag,
 		Approval: agent.ApproveConfirm, Approve: approve})
 	tk := testTask()
-	tk.Mode, tk.PlanFirst, tk.AllowedTools, tk.Protocol = "plan", true, []string{"view"}, "text"
+	tk.PlanFirst, tk.AllowedTools, tk.Protocol = true, []string{"view", "bash"}, "tools"
 	w.Run(context.Background(), tk, 1, nil)
 	r := ag.last
-	if r == nil || r.Mode != agent.ModePlan || !r.PlanFirst || len(r.AllowedTools) != 1 || r.Protocol != "text" ||
+	if r == nil || !r.PlanFirst || len(r.AllowedTools) != 2 || r.Protocol != "tools" ||
 		r.Approval != agent.ApproveConfirm || r.Approve == nil || r.Baseline == nil || r.Limits.HardTurnCap != task.MaxTurnsHardCap {
 		t.Fatalf("agent run %+v", r)
+	}
+	tk.Mode, tk.PlanFirst, tk.AllowedTools, tk.Protocol = "plan", false, []string{"view"}, ""
+	w.Run(context.Background(), tk, 1, nil)
+	if r := ag.last; r.Mode != task.ModePlan || r.PlanFirst || len(r.AllowedTools) != 1 {
+		t.Fatalf("plan mode run %+v", r)
+	}
+	tk.Mode, tk.AllowedTools, tk.Protocol = "", []string{"bash"}, "text"
+	w.Run(context.Background(), tk, 1, nil)
+	if r := ag.last; r.Protocol != "text" || len(r.AllowedTools) != 1 {
+		t.Fatalf("text protocol run %+v", r)
+	}
+}
+
+// TestAgentVerifiesWithTheTaskTestTimeout: the agent's own test runs are
+// bounded like the worker's, by the effective test_timeout (here the
+// repository's), not by a default of its own.
+func TestAgentVerifiesWithTheTaskTestTimeout(t *testing.T) {
+	for _, c := range []struct {
+		files map[string]string
+		want  time.Duration
+	}{
+		{nil, task.DefaultTestTimeout},
+		{map[string]string{".wrench.yaml": "test_timeout: 3m\n"}, 3 * time.Minute},
+	} {
+		ag := &fakeAgent{reason: agent.StopFinished}
+		w, _ := New(Config{Sources: &fakeSources{files: c.files}, Environments: &fakeEnvironments{}, Models: fakeModels(nil), Agent: ag,
+			Policy: policy.Default(policy.Options{Loopback: true})})
+		w.Run(context.Background(), testTask(), 1, nil)
+		if ag.last == nil {
+			t.Fatal("the agent did not run")
+		}
+		if got := ag.last.TestTimeout; got != c.want {
+			t.Errorf("files %v: agent run's test timeout %v, want %v", c.files, got, c.want)
+		}
+	}
+}
+
+// TestPlanModeIsNotVerified: a plan-mode task changes nothing, so the test
+// command is not run after it and the result never says the agent's
+// changes broke the tests.
+func TestPlanModeIsNotVerified(t *testing.T) {
+	envs := &fakeEnvironments{}
+	w, err := New(Config{Sources: &fakeSources{}, Environments: envs, Models: fakeModels(nil),
+		Agent: &fakeAgent{reason: agent.StopFinished}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := testTask()
+	tk.Mode = task.ModePlan
+	res := w.Run(context.Background(), tk, 1, nil).Result
+	if res.TestsAfter != nil || res.Status != task.StateResolved || strings.Contains(res.Reason, "tests fail") {
+		t.Errorf("plan mode: status %s, reason %q, tests after %+v", res.Status, res.Reason, res.TestsAfter)
+	}
+}
+
+// TestOnLimitReachesTheAgent: Config.OnLimit (wrench run's question on a
+// terminal) is what the agent asks at a limit.
+func TestOnLimitReachesTheAgent(t *testing.T) {
+	ag := &fakeAgent{reason: agent.StopFinished}
+	asked := 0
+	w, _ := New(Config{Sources: &fakeSources{}, Environments: &fakeEnvironments{}, Models: fakeModels(nil), Agent: ag,
+		OnLimit: func(agent.StopReason) bool { asked++; return true }})
+	w.Run(context.Background(), testTask(), 1, nil)
+	if ag.last == nil || ag.last.OnLimit == nil || !ag.last.OnLimit(agent.StopMaxTurns) || asked != 1 {
+		t.Fatalf("OnLimit not passed to the agent (asked %d)", asked)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -65,7 +66,7 @@ func BenchmarkClone(b *testing.B) {
 	repo := benchRepository(b)
 	var owner *Owner
 	if os.Geteuid() == 0 {
-		owner = &Owner{UID: 1000, GID: 1000}
+		owner = &Owner{UID: sandbox.UID, GID: sandbox.GID}
 	}
 	newManager := func(b *testing.B, base string, mirror bool) *Manager {
 		cfg := Config{Root: filepath.Join(base, "ws"), Deployment: "bench", Owner: owner}

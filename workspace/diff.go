@@ -10,6 +10,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+
+	"github.com/wrenchworks/wrench/diff"
 )
 
 // change is one file-level difference between two trees. A rename or copy
@@ -203,22 +205,81 @@ func similarity(a, b *signature) int {
 	return common * 100 / big
 }
 
-// formatPatch renders the changes from a to b as a git unified diff.
-func formatPatch(ctx context.Context, s storer.EncodedObjectStorer, a, b flatTree) (string, error) {
+// DefaultMaxDiffFile is the largest file (either side of a change) a
+// patch includes; larger ones are left out and named (see PartialDiff).
+const DefaultMaxDiffFile = 32 << 20
+
+// PartialDiff is the error of a Diff that left out files too large to
+// include: the patch returned with it is valid and holds everything else.
+type PartialDiff struct {
+	// TooLarge are the paths left out.
+	TooLarge []string
+	Limit    int64
+}
+
+func (e *PartialDiff) Error() string {
+	return fmt.Sprintf("the patch leaves out %d file(s) over %d MB, changed but too large to include: %s",
+		len(e.TooLarge), e.Limit>>20, strings.Join(e.TooLarge, ", "))
+}
+
+// formatPatch renders the changes from a to b as a git unified diff. A
+// change whose old or new content is over maxFile bytes is left out
+// (never read) and reported in a *PartialDiff returned with the patch.
+func formatPatch(ctx context.Context, s storer.EncodedObjectStorer, a, b flatTree, maxFile int64) (string, error) {
 	cs, err := detectRenames(s, compareTrees(a, b))
 	if err != nil {
 		return "", err
 	}
 	var out strings.Builder
+	var tooLarge []string
 	for _, c := range cs {
 		if err := ctx.Err(); err != nil {
 			return "", err
+		}
+		if big, err := overSize(s, c, maxFile); err != nil {
+			return "", err
+		} else if big {
+			tooLarge = append(tooLarge, firstNonEmpty(c.to, c.from))
+			continue
 		}
 		if err := writeFilePatch(&out, s, c); err != nil {
 			return "", err
 		}
 	}
+	if len(tooLarge) > 0 {
+		return out.String(), &PartialDiff{TooLarge: tooLarge, Limit: maxFile}
+	}
 	return out.String(), nil
+}
+
+// overSize reports whether either side of c is a blob over max bytes.
+func overSize(s storer.EncodedObjectStorer, c change, max int64) (bool, error) {
+	if max <= 0 {
+		return false, nil
+	}
+	for _, side := range []struct {
+		path string
+		e    entry
+	}{{c.from, c.old}, {c.to, c.new}} {
+		if side.path == "" || side.e.Mode == filemode.Symlink {
+			continue
+		}
+		o, err := s.EncodedObject(plumbing.BlobObject, side.e.Hash)
+		if err != nil {
+			return false, fmt.Errorf("read blob %s: %w", side.e.Hash, err)
+		}
+		if o.Size() > max {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // writeFilePatch writes one file's section: the extended header git apply
@@ -231,7 +292,7 @@ func writeFilePatch(out *strings.Builder, s storer.EncodedObjectStorer, c change
 	if to == "" {
 		to = from
 	}
-	fmt.Fprintf(out, "diff --git %s %s\n", quotePath("a/"+from), quotePath("b/"+to))
+	fmt.Fprintf(out, "diff --git %s %s\n", diff.QuotePath("a/"+from), diff.QuotePath("b/"+to))
 	var oldData, newData []byte
 	var err error
 	if c.from != "" {
@@ -255,7 +316,7 @@ func writeFilePatch(out *strings.Builder, s storer.EncodedObjectStorer, c change
 	default:
 		if c.from != c.to {
 			fmt.Fprintf(out, "similarity index %d%%\nrename from %s\nrename to %s\n",
-				c.similarity, quotePath(c.from), quotePath(c.to))
+				c.similarity, diff.QuotePath(c.from), diff.QuotePath(c.to))
 		}
 		if c.old.Mode != c.new.Mode {
 			fmt.Fprintf(out, "old mode %06o\nnew mode %06o\n", uint32(c.old.Mode), uint32(c.new.Mode))
@@ -272,87 +333,18 @@ func writeFilePatch(out *strings.Builder, s storer.EncodedObjectStorer, c change
 	if len(oldData) == 0 && len(newData) == 0 {
 		return nil
 	}
-	if isBinary(oldData) || isBinary(newData) {
-		out.WriteString("GIT binary patch\n")
-		writeBinaryLiteral(out, newData)
-		writeBinaryLiteral(out, oldData)
+	if diff.IsBinary(oldData) || diff.IsBinary(newData) {
+		diff.WriteBinary(out, oldData, newData)
 		return nil
 	}
 	oldName, newName := "/dev/null", "/dev/null"
 	if c.from != "" {
-		oldName = quotePath("a/" + c.from)
+		oldName = diff.QuotePath("a/" + c.from)
 	}
 	if c.to != "" {
-		newName = quotePath("b/" + c.to)
+		newName = diff.QuotePath("b/" + c.to)
 	}
 	fmt.Fprintf(out, "--- %s\n+++ %s\n", oldName, newName)
-	writeHunks(out, splitLines(oldData), splitLines(newData))
+	diff.WriteHunks(out, diff.SplitLines(string(oldData)), diff.SplitLines(string(newData)))
 	return nil
-}
-
-// isBinary uses git's rule: a NUL byte in the first 8000 bytes.
-func isBinary(data []byte) bool {
-	return bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0
-}
-
-// splitLines splits after each '\n'; the last line may lack one.
-func splitLines(data []byte) []string {
-	var out []string
-	for len(data) > 0 {
-		n := bytes.IndexByte(data, '\n') + 1
-		if n == 0 {
-			n = len(data)
-		}
-		out = append(out, string(data[:n]))
-		data = data[n:]
-	}
-	return out
-}
-
-// quotePath quotes a path the way git does when it holds control
-// characters, quotes, backslashes or non-ASCII bytes.
-func quotePath(p string) string {
-	needs := false
-	for i := 0; i < len(p); i++ {
-		if c := p[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			needs = true
-			break
-		}
-	}
-	if !needs {
-		return p
-	}
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		switch c {
-		case '\a':
-			b.WriteString(`\a`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\v':
-			b.WriteString(`\v`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		default:
-			if c < 0x20 || c >= 0x7f {
-				fmt.Fprintf(&b, `\%03o`, c)
-			} else {
-				b.WriteByte(c)
-			}
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }

@@ -1,6 +1,6 @@
 // Package workspace clones a task's repository with go-git into a
 // directory the sandbox mounts at /workspace, and keeps checkpoints of it:
-// it implements agent.Checkpointer (Checkpoint, Rollback, Diff).
+// it implements sandbox.Checkpointer (Checkpoint, Rollback, Diff).
 //
 // # Layout
 //

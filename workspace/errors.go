@@ -56,10 +56,13 @@ type CloneError struct {
 	// Err is the cause; it wraps one of the package's sentinels when the
 	// cause is known.
 	Err error
+	// secrets are scrubbed from the message (credentials of the URL).
+	secrets []string
 }
 
+// Error describes the failure, without the URL's credentials.
 func (e *CloneError) Error() string {
-	return fmt.Sprintf("clone %s: %s: %v", e.URL, e.Op, e.Err)
+	return scrub(fmt.Sprintf("clone %s: %s: %v", e.URL, e.Op, e.Err), e.secrets)
 }
 
 func (e *CloneError) Unwrap() error { return e.Err }
@@ -72,7 +75,7 @@ func Retriable(err error) bool {
 
 // permanent wraps err as a permanent clone failure.
 func permanent(src source, op string, err error) error {
-	return &CloneError{URL: src.display, Op: op, Retriable: false, Err: err}
+	return &CloneError{URL: src.display, Op: op, Retriable: false, Err: err, secrets: src.secrets}
 }
 
 // cloneErr classifies err (from go-git, the network or the file system) and
@@ -87,7 +90,7 @@ func cloneErr(src source, op string, err error) error {
 	if kind != nil && !errors.Is(err, kind) {
 		err = fmt.Errorf("%w: %w", kind, err)
 	}
-	return &CloneError{URL: src.display, Op: op, Retriable: retriable, Err: err}
+	return &CloneError{URL: src.display, Op: op, Retriable: retriable, Err: err, secrets: src.secrets}
 }
 
 // classify maps a transport or I/O error to a sentinel (nil when none fits)

@@ -44,7 +44,11 @@ type httpsFetcher struct {
 
 func newHTTPSFetcher(src source, auth *Auth, caBundle []byte) *httpsFetcher {
 	f := &httpsFetcher{src: src, caBundle: caBundle}
-	if auth != nil && auth.Token != "" {
+	switch {
+	case src.user != nil:
+		pw, _ := src.user.Password()
+		f.auth = &githttp.BasicAuth{Username: src.user.Username(), Password: pw}
+	case auth != nil && auth.Token != "":
 		f.auth = &githttp.BasicAuth{Username: "x-access-token", Password: auth.Token}
 	}
 	return f
@@ -86,6 +90,7 @@ func (f *httpsFetcher) fetch(ctx context.Context, dst *filesystem.Storage, specs
 		CABundle: f.caBundle,
 		Tags:     git.NoTags,
 		Force:    true,
+		Progress: ProgressOf(ctx),
 	})
 	if errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return nil

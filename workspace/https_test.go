@@ -98,7 +98,7 @@ func TestHTTPS(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m, logs := testManager(t, tt.mirror, func(c *Config) { c.CABundle = srv.ca })
 			before := srv.authOK.Load()
-			w, err := m.Open(ctxT(t), "t", tt.repo, &Auth{Token: token})
+			w, err := m.Open(ctxT(t), "t", tt.repo, localToken(token))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +141,7 @@ func TestHTTPSExactCommitFetch(t *testing.T) {
 	url := srv.serve(t, fx.dir, "r")
 	runGit(t, filepath.Join(srv.root, "r.git"), "config", "uploadpack.allowReachableSHA1InWant", "true")
 	m, _ := testManager(t, false, func(c *Config) { c.CABundle = srv.ca })
-	w, err := m.Open(ctxT(t), "t", task.Repo{URL: url, Commit: fx.first}, &Auth{Token: token})
+	w, err := m.Open(ctxT(t), "t", task.Repo{URL: url, Commit: fx.first}, localToken(token))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,13 +171,13 @@ func TestHTTPSErrors(t *testing.T) {
 		wantErr   error
 		retriable bool
 	}{
-		{name: "wrong token", url: url, auth: &Auth{Token: "wrong"}, ca: true, wantErr: ErrAuth},
+		{name: "wrong token", url: url, auth: localToken("wrong"), ca: true, wantErr: ErrAuth},
 		{name: "no token", url: url, ca: true, wantErr: ErrAuth},
-		{name: "missing repo", url: srv.URL + "/nope.git", auth: &Auth{Token: token}, ca: true, wantErr: ErrNotFound},
-		{name: "server error", url: url, auth: &Auth{Token: token}, ca: true, fail: true, retriable: true},
-		{name: "connection refused", url: closedURL, auth: &Auth{Token: token}, ca: true, retriable: true},
-		{name: "untrusted certificate", url: url, auth: &Auth{Token: token}},
-		{name: "bad ref", url: url + "", auth: &Auth{Token: token}, ca: true, wantErr: ErrRefNotFound},
+		{name: "missing repo", url: srv.URL + "/nope.git", auth: localToken(token), ca: true, wantErr: ErrNotFound},
+		{name: "server error", url: url, auth: localToken(token), ca: true, fail: true, retriable: true},
+		{name: "connection refused", url: closedURL, auth: localToken(token), ca: true, retriable: true},
+		{name: "untrusted certificate", url: url, auth: localToken(token)},
+		{name: "bad ref", url: url + "", auth: localToken(token), ca: true, wantErr: ErrRefNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,7 +217,7 @@ func TestHTTPSMirrorReuse(t *testing.T) {
 	m, _ := testManager(t, true, func(c *Config) { c.CABundle = srv.ca })
 	open := func(repo task.Repo) *Workspace {
 		t.Helper()
-		w, err := m.Open(ctxT(t), "t", repo, &Auth{Token: token})
+		w, err := m.Open(ctxT(t), "t", repo, localToken(token))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +234,7 @@ func TestHTTPSMirrorReuse(t *testing.T) {
 		t.Error("the second Open transferred objects again")
 	}
 	// A wrong token is refused even though the mirror has everything.
-	if _, err := m.Open(ctxT(t), "t", task.Repo{URL: url}, &Auth{Token: "wrong"}); !errors.Is(err, ErrAuth) {
+	if _, err := m.Open(ctxT(t), "t", task.Repo{URL: url}, localToken("wrong")); !errors.Is(err, ErrAuth) {
 		t.Errorf("wrong token with a warm mirror: %v", err)
 	}
 	// A new commit upstream is fetched into the mirror.
@@ -267,5 +267,27 @@ func assertNotOnDisk(t *testing.T, secret string, dirs ...string) {
 			}
 			return nil
 		})
+	}
+}
+
+// localToken is a token for the test servers' host.
+func localToken(tok string) *Auth { return &Auth{Token: tok, Hosts: []string{"127.0.0.1"}} }
+
+// TestHTTPSProgress: a clone under WithProgress passes on the server's
+// progress messages.
+func TestHTTPSProgress(t *testing.T) {
+	const token = "ghs_secretTOKENvalue123"
+	fx := newFixture(t)
+	srv := newGitServer(t, token)
+	url := srv.serve(t, fx.dir, "org/progress")
+	m, _ := testManager(t, false, func(c *Config) { c.CABundle = srv.ca })
+	var progress bytes.Buffer
+	w, err := m.Open(WithProgress(ctxT(t), &progress), "t", task.Repo{URL: url}, localToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if !strings.Contains(progress.String(), "objects") {
+		t.Errorf("no progress from the server: %q", progress.String())
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +39,9 @@ type Config struct {
 	Logger *slog.Logger
 	// CABundle is extra PEM certificates to trust for https remotes.
 	CABundle []byte
+	// Credentials, when set, is asked for each https clone's credential
+	// before the auth argument of Open (which is used when it has none).
+	Credentials Credentials
 	// DisableLocal refuses file:// URLs and local paths (e.g. for tasks
 	// that arrive over the public API).
 	DisableLocal bool
@@ -48,11 +53,31 @@ type Config struct {
 // Owner is a uid/gid pair.
 type Owner struct{ UID, GID int }
 
-// Auth holds credentials for https remotes. The token is sent as HTTP basic
-// auth (user "x-access-token"), is never written to disk and never logged:
-// Auth formats as "[redacted]".
+// Auth holds a token for https remotes. The token is sent as HTTP basic
+// auth (user "x-access-token") to the hosts it names and nowhere else, is
+// never written to disk and never logged: Auth formats as "[redacted]".
 type Auth struct {
 	Token string
+	// Hosts are the hosts the token belongs to ("github.com",
+	// "git.example.com:8443"; case-insensitive; without a port, any port
+	// of that host). An Auth that names no host is never sent.
+	Hosts []string
+}
+
+// allows reports whether the token may go to host (host[:port]).
+func (a *Auth) allows(host string) bool {
+	host = strings.ToLower(host)
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	for _, want := range a.Hosts {
+		want = strings.ToLower(strings.TrimSpace(want))
+		if want != "" && (want == host || want == name) {
+			return true
+		}
+	}
+	return false
 }
 
 // String hides the token.

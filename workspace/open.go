@@ -19,7 +19,8 @@ import (
 )
 
 // Open clones repo into a fresh directory for taskID and makes the base
-// checkpoint. The URL may be https:// (auth, when set, is sent as a token),
+// checkpoint. The URL may be https:// (the token of Config.Credentials, or
+// else auth when set, is sent as basic auth),
 // file:// or a local path; Ref names a branch or tag (empty: the default
 // branch) and Commit pins a commit (full or abbreviated sha). With a mirror
 // directory configured the clone comes from the host's mirror of the
@@ -41,7 +42,7 @@ func (m *Manager) OpenIn(ctx context.Context, taskID, dir string, repo task.Repo
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, &CloneError{URL: repo.URL, Op: "open working directory", Retriable: true, Err: err}
+		return nil, &CloneError{URL: redact(repo.URL), Op: "open working directory", Retriable: true, Err: err}
 	}
 	if len(entries) > 0 {
 		return nil, fmt.Errorf("workspace: open in %s: directory is not empty", dir)
@@ -61,6 +62,9 @@ func (m *Manager) open(ctx context.Context, taskID string, repo task.Repo, auth 
 	var f fetcher
 	switch src.kind {
 	case kindHTTPS:
+		if auth, err = m.credentialFor(ctx, src, auth); err != nil {
+			return nil, err
+		}
 		f = newHTTPSFetcher(src, auth, m.cfg.CABundle)
 	default:
 		lr, err := openLocal(src)
@@ -69,12 +73,32 @@ func (m *Manager) open(ctx context.Context, taskID string, repo task.Repo, auth 
 		}
 		f = &localFetcher{repo: lr}
 	}
+	w, err := m.newWorkspace(taskID, workTree)
+	if err != nil {
+		return nil, &CloneError{URL: src.display, Op: "create workspace", Retriable: true, Err: err, secrets: src.secrets}
+	}
+	if err := m.populate(ctx, w, f, src, repo); err != nil {
+		_ = w.Close()
+		m.log.Warn("workspace clone failed", "task", taskID, "url", src.display, "error", err,
+			"retriable", Retriable(err), "duration", time.Since(start))
+		return nil, err
+	}
+	w.info.Duration = time.Since(start)
+	m.log.Info("workspace opened", "task", taskID, "url", src.display, "ref", w.info.Ref,
+		"commit", w.BaseCommit(), "mirror", w.info.Mirror, "checkout_cache", w.info.CheckoutCache,
+		"shallow", w.info.Shallow, "files", w.info.Files, "duration", w.info.Duration)
+	return w, nil
+}
+
+// newWorkspace makes the directory of a new workspace for taskID (with
+// its working tree in workTree when that is set).
+func (m *Manager) newWorkspace(taskID, workTree string) (*Workspace, error) {
 	name, err := m.newDir(taskID)
 	if err != nil {
 		if name != "" {
 			_ = m.removeDir(name)
 		}
-		return nil, &CloneError{URL: src.display, Op: "create workspace", Retriable: true, Err: err}
+		return nil, err
 	}
 	dir := filepath.Join(m.cfg.Root, name)
 	w := &Workspace{
@@ -90,16 +114,6 @@ func (m *Manager) open(ctx context.Context, taskID string, repo task.Repo, auth 
 	if workTree != "" {
 		w.repoDir = workTree
 	}
-	if err := m.populate(ctx, w, f, src, repo); err != nil {
-		_ = w.Close()
-		m.log.Warn("workspace clone failed", "task", taskID, "url", src.display, "error", err,
-			"retriable", Retriable(err), "duration", time.Since(start))
-		return nil, err
-	}
-	w.info.Duration = time.Since(start)
-	m.log.Info("workspace opened", "task", taskID, "url", src.display, "ref", w.info.Ref,
-		"commit", w.BaseCommit(), "mirror", w.info.Mirror, "checkout_cache", w.info.CheckoutCache,
-		"shallow", w.info.Shallow, "files", w.info.Files, "duration", w.info.Duration)
 	return w, nil
 }
 
@@ -112,62 +126,80 @@ func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src sou
 	if err := initBare(w.stateDir); err != nil {
 		return fail("create workspace", err)
 	}
+	if m.cfg.MirrorDir == "" {
+		w.info.Mirror = "disabled"
+		p, c, err := fetchDirect(ctx, f, src, repo, w.stateDir)
+		if err != nil {
+			return err
+		}
+		return m.fill(ctx, w, src, p, c, nil, pt)
+	}
+	mr, err := m.lockMirror(ctx, src)
+	if err != nil {
+		return fail("lock mirror", err)
+	}
+	defer mr.lock.unlock()
+	p, c, state, err := mr.sync(ctx, f, src, repo)
+	if err != nil {
+		return err
+	}
+	w.info.Mirror = state
+	pt.mark("sync")
+	if state == "created" {
+		m.mirrorMisses.Add(1)
+	} else {
+		m.mirrorHits.Add(1)
+	}
+	var cache *checkoutCache
+	var blobs []*os.File
+	if m.cfg.CheckoutCache > 0 {
+		if cache, err = mr.checkout(ctx, c.TreeHash, m.cfg.CheckoutCache); err != nil {
+			return fail("cache checkout", err)
+		}
+		// Opened before the lock is shared, so a concurrent eviction
+		// cannot take them away.
+		for part := range cacheParts {
+			f, err := os.Open(filepath.Join(cache.dir, fmt.Sprintf("blobs.%d", part)))
+			if err != nil {
+				return fail("cache checkout", err)
+			}
+			defer f.Close()
+			blobs = append(blobs, f)
+		}
+		pt.mark("cache")
+	}
+	// Copying the working tree only reads the mirror: let other Opens
+	// of the same repository read it too.
+	if err := mr.lock.set(ctx, false); err != nil {
+		return fail("lock mirror", err)
+	}
+	pt.mark("relock")
+	return m.fill(ctx, w, src, p, c, &mirrorSource{mr: mr, cache: cache, blobs: blobs}, pt)
+}
+
+// mirrorSource is a locked mirror a workspace is filled from, with the
+// cached checkout of its tree when there is one.
+type mirrorSource struct {
+	mr    *mirror
+	cache *checkoutCache
+	blobs []*os.File
+}
+
+// fill makes w the checkout of commit c: objects (from ms's mirror, or
+// already fetched into the state repository when ms is nil), the working
+// tree's .git, files, index, ownership and the base checkpoint.
+func (m *Manager) fill(ctx context.Context, w *Workspace, src source, p plan, c *object.Commit, ms *mirrorSource, pt *phaseTimer) error {
+	fail := func(op string, err error) error { return cloneErr(src, op, err) }
 	var (
-		p     plan
-		c     *object.Commit
 		cache *checkoutCache
 		blobs []*os.File
 	)
-	if m.cfg.MirrorDir != "" {
-		mr, err := m.lockMirror(ctx, src)
-		if err != nil {
-			return fail("lock mirror", err)
-		}
-		defer mr.lock.unlock()
-		var state string
-		p, c, state, err = mr.sync(ctx, f, src, repo)
-		if err != nil {
-			return err
-		}
-		w.info.Mirror = state
-		pt.mark("sync")
-		if state == "created" {
-			m.mirrorMisses.Add(1)
-		} else {
-			m.mirrorHits.Add(1)
-		}
-		if m.cfg.CheckoutCache > 0 {
-			if cache, err = mr.checkout(ctx, c.TreeHash, m.cfg.CheckoutCache); err != nil {
-				return fail("cache checkout", err)
-			}
-			// Opened before the lock is shared, so a concurrent eviction
-			// cannot take them away.
-			for part := range cacheParts {
-				f, err := os.Open(filepath.Join(cache.dir, fmt.Sprintf("blobs.%d", part)))
-				if err != nil {
-					return fail("cache checkout", err)
-				}
-				defer f.Close()
-				blobs = append(blobs, f)
-			}
-			pt.mark("cache")
-		}
-		if _, err := linkObjects(mr.repo, w.stateDir, anyFile); err != nil {
+	if ms != nil {
+		cache, blobs = ms.cache, ms.blobs
+		if _, err := linkObjects(ms.mr.repo, w.stateDir, anyFile); err != nil {
 			return fail("link objects", err)
 		}
 		pt.mark("link")
-		// Copying the working tree only reads the mirror: let other Opens
-		// of the same repository read it too.
-		if err := mr.lock.set(ctx, false); err != nil {
-			return fail("lock mirror", err)
-		}
-		pt.mark("relock")
-	} else {
-		w.info.Mirror = "disabled"
-		var err error
-		if p, c, err = fetchDirect(ctx, f, src, repo, w.stateDir); err != nil {
-			return err
-		}
 	}
 	w.st = openStorage(w.stateDir, 32<<20)
 	w.ow = newObjectWriter(w.st)
@@ -177,18 +209,8 @@ func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src sou
 	if err := os.Mkdir(w.repoDir, 0o755); err != nil && !(w.externalDir && errors.Is(err, fs.ErrExist)) {
 		return fail("create workspace", err)
 	}
-	g := workGitDir{commit: c.Hash, originURL: src.display, refs: map[plumbing.ReferenceName]plumbing.Hash{}}
-	switch {
-	case p.ref.IsBranch():
-		g.branch = p.ref.Short()
-		if w.st.HasEncodedObject(p.refHash) == nil {
-			g.refs[plumbing.NewRemoteReferenceName("origin", g.branch)] = p.refHash
-		}
-	case p.ref.IsTag():
-		if w.st.HasEncodedObject(p.refHash) == nil {
-			g.refs[p.ref] = p.refHash
-		}
-	}
+	g := gitDirFor(p, c.Hash, src.display, w.st.HasEncodedObject)
+	w.checkout = checkoutOf(g)
 	if p.commit == "" || g.branch != "" {
 		w.info.Ref = p.ref.String() // else a pinned commit is checked out detached
 	}

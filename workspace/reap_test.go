@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -81,7 +82,7 @@ func TestOwnership(t *testing.T) {
 		t.Skip("changing file owners needs root")
 	}
 	fx := newFixture(t)
-	owner := &Owner{UID: 1000, GID: 1000}
+	owner := &Owner{UID: sandbox.UID, GID: sandbox.GID}
 	for _, mirror := range []bool{false, true} {
 		t.Run(fmt.Sprintf("mirror=%v", mirror), func(t *testing.T) {
 			m, _ := testManager(t, mirror, func(c *Config) { c.Owner = owner })
@@ -142,7 +143,7 @@ func checkOwners(t *testing.T, dir string, owner *Owner) {
 
 func TestAuthNeverFormatted(t *testing.T) {
 	const token = "ghp_verysecret"
-	a := &Auth{Token: token}
+	a := localToken(token)
 	var buf bytes.Buffer
 	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "auth", a, "auth2", *a)
 	for _, s := range []string{

@@ -136,6 +136,9 @@ func (w *Workspace) walkDir(ctx context.Context, dir *os.Root, rel string, patte
 			continue
 		}
 		p := path.Join(rel, name)
+		if w.envIgnore[p] {
+			continue // the environment's own (see Seal)
+		}
 		if be, ok := w.baseFlat[p]; ok && be.Mode == filemode.Submodule {
 			entries = append(entries, treeEntry{name: name, mode: be.Mode, hash: be.Hash})
 			out[p] = be

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+
+	"github.com/wrenchworks/wrench/task"
 )
 
 // sourceKind says how a repository is reached.
@@ -33,11 +35,19 @@ type source struct {
 	// mirrorKey is the mirror's directory under Config.MirrorDir: one per
 	// host and repository path.
 	mirrorKey string
+	// host is an https source's host (lower case, with its port if any).
+	host string
+	// user holds the credentials embedded in the URL: they are sent to this
+	// URL's host only, as basic auth, and are never part of fetchURL.
+	user *url.Userinfo
+	// secrets are the credential values in the URL (password, secret query
+	// values), scrubbed from every error message.
+	secrets []string
 }
 
 // parseSource classifies a task's repository URL: https://, file:// or a
-// local path. Credentials embedded in an https URL are kept for fetching
-// but never appear in display.
+// local path. Credentials embedded in an https URL are kept apart for
+// fetching from that host, and appear neither in fetchURL nor in display.
 func parseSource(raw string, allowLocal bool) (source, error) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
@@ -50,17 +60,16 @@ func parseSource(raw string, allowLocal bool) (source, error) {
 		if err != nil || u.Host == "" {
 			return source{display: redact(raw)}, fmt.Errorf("%w: %s", ErrUnsupportedURL, redact(raw))
 		}
-		clean := *u
-		clean.User = nil
-		clean.RawQuery, clean.Fragment = "", ""
-		host := strings.ToLower(u.Host)
+		src := source{kind: kindHTTPS, user: u.User, host: strings.ToLower(u.Host), secrets: urlSecrets(u)}
+		fetch := *u
+		fetch.User, fetch.Fragment = nil, ""
+		src.fetchURL = fetch.String()
+		clean := fetch
+		clean.RawQuery = ""
+		src.display = clean.String()
 		p := strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), ".git")
-		return source{
-			kind:      kindHTTPS,
-			fetchURL:  raw,
-			display:   clean.String(),
-			mirrorKey: mirrorKey(host, p, host+p),
-		}, nil
+		src.mirrorKey = mirrorKey(src.host, p, src.host+p)
+		return src, nil
 	case strings.HasPrefix(lower, "file://"):
 		u, err := url.Parse(raw)
 		if err != nil || (u.Host != "" && u.Host != "localhost") || !filepath.IsAbs(u.Path) {
@@ -130,15 +139,43 @@ func sanitizeName(s string) string {
 	return out
 }
 
-// redact removes the user-info part (credentials) from a URL-looking string.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		if i := strings.Index(raw, "@"); i >= 0 && strings.Contains(raw[:i], "://") {
-			return raw[:strings.Index(raw, "://")+3] + "REDACTED@" + raw[i+1:]
+// redact removes credentials from a URL-looking string.
+func redact(raw string) string { return task.RedactURL(raw) }
+
+// urlSecrets lists the credential values u carries: its password (or a
+// user name alone, which is often a token) and secret-looking query values.
+func urlSecrets(u *url.URL) []string {
+	var out []string
+	if u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			out = append(out, pw)
+		} else if name := u.User.Username(); name != "" {
+			out = append(out, name)
 		}
-		return raw
 	}
-	u.User = nil
-	return u.String()
+	redacted, _ := url.Parse(task.RedactURL(u.String()))
+	if redacted == nil {
+		return out
+	}
+	kept := redacted.Query()
+	for k, vs := range u.Query() {
+		if kept.Get(k) == "REDACTED" {
+			for _, v := range vs {
+				if v != "" {
+					out = append(out, v)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// scrub replaces each secret in s.
+func scrub(s string, secrets []string) string {
+	for _, v := range secrets {
+		if len(v) >= 3 {
+			s = strings.ReplaceAll(s, v, "REDACTED")
+		}
+	}
+	return s
 }

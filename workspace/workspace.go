@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -11,11 +12,10 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
-
-	"github.com/wrenchworks/wrench/agent"
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
-var _ agent.Checkpointer = (*Workspace)(nil)
+var _ sandbox.Checkpointer = (*Workspace)(nil)
 
 // checkpointRef is the private ref the checkpoint commits hang on, in the
 // workspace's state repository; no branch, HEAD or index is ever touched.
@@ -49,6 +49,16 @@ type Workspace struct {
 	checkpoints map[plumbing.Hash]plumbing.Hash
 	stat        map[string]statEntry
 	info        CloneInfo
+	// checkout is how the working tree's .git names the base commit.
+	checkout Checkout
+	// envIgnore are untracked paths the environment's setup made; see
+	// meta.EnvIgnore.
+	envIgnore map[string]bool
+	// noClose is set for a workspace reopened inside a sandbox: Close
+	// releases it but never removes the tree.
+	noClose bool
+	// maxFile is the largest file a patch includes (0: the default).
+	maxFile int64
 }
 
 // CloneInfo says how a workspace was produced, for logs and metrics.
@@ -170,7 +180,9 @@ func (w *Workspace) Rollback(ctx context.Context, id string) error {
 // Diff returns the changes from the base commit to the working tree as a
 // git-format unified diff that `git apply` accepts: added, deleted and
 // renamed files, mode changes, symlinks and binary files (as GIT binary
-// patch literals). It is "" when nothing changed.
+// patch literals). It is "" when nothing changed. Files over the size
+// limit (DefaultMaxDiffFile) are left out: the patch then comes with a
+// *PartialDiff naming them.
 func (w *Workspace) Diff(ctx context.Context) (string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -181,11 +193,23 @@ func (w *Workspace) Diff(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("diff: %w", err)
 	}
-	out, err := formatPatch(ctx, w.st, w.baseFlat, snap.files)
+	out, err := formatPatch(ctx, w.st, w.baseFlat, snap.files, w.maxDiffFile())
+	var partial *PartialDiff
+	if errors.As(err, &partial) {
+		return out, err
+	}
 	if err != nil {
 		return "", fmt.Errorf("diff: %w", err)
 	}
 	return out, nil
+}
+
+// maxDiffFile is the largest file a patch includes.
+func (w *Workspace) maxDiffFile() int64 {
+	if w.maxFile > 0 {
+		return w.maxFile
+	}
+	return DefaultMaxDiffFile
 }
 
 // Changed lists the paths that differ between the base commit and the
@@ -228,6 +252,9 @@ func (w *Workspace) Close() error {
 	w.closed = true
 	if w.st != nil {
 		_ = w.st.Close()
+	}
+	if w.noClose {
+		return nil
 	}
 	if err := w.m.removeDir(w.name); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("close workspace %s: %w", w.name, err)

@@ -38,12 +38,3 @@ func BenchmarkApplySearchReplace(b *testing.B) {
 		}
 	}
 }
-
-func BenchmarkUnifiedDiff(b *testing.B) {
-	before := benchFile()
-	after := strings.ReplaceAll(before, "y := x * 5", "y := x + 5") // ~111 scattered changes
-	b.ReportAllocs()
-	for b.Loop() {
-		UnifiedDiff("f.go", []byte(before), []byte(after))
-	}
-}

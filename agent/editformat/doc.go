@@ -2,7 +2,7 @@
 // accept, as pure functions on bytes: no I/O, no globals, standard library
 // only. Every function is safe for concurrent use.
 //
-// Three formats, one per tool (seed docs 000 §6 and 003):
+// Three formats, one per tool:
 //
 //   - [Replace] for the edit tool: old_string must occur exactly once, or a
 //     [*MatchError] says how many times (and on which lines) it occurs.
@@ -12,7 +12,7 @@
 //     Cline's ------- SEARCH / ======= / +++++++ REPLACE blocks, also the
 //     legacy <<<<<<< SEARCH / >>>>>>> REPLACE markers and aider's edit blocks.
 //
-// [UnifiedDiff] renders one file's change for tool results.
+// Diffs of the results are rendered by package diff.
 //
 // # apply_patch: decisions
 //
@@ -61,7 +61,10 @@
 //
 //  1. exact: the SEARCH text as a substring (Cline);
 //  2. leading_whitespace: whole lines equal except for one uniform indent
-//     offset, which is then added to the REPLACE lines (aider);
+//     offset, which is then added to the REPLACE lines (aider) — unless
+//     REPLACE is already indented like the matched file lines and SEARCH is
+//     not, when REPLACE is kept as written (a SEARCH copied without its
+//     indentation must not indent a correct REPLACE twice);
 //  3. the same two again with a spurious leading blank SEARCH line dropped,
 //     for SEARCH texts of three lines or more (aider);
 //  4. line_trimmed: whole lines equal after trimming, REPLACE kept as written
@@ -71,7 +74,7 @@
 //  6. out_of_order: exact, searched from the start of the file (Cline), as
 //     long as it does not overlap a span another block already replaced.
 //
-// An empty SEARCH replaces the whole file (seed 003); it must then be the
+// An empty SEARCH replaces the whole file (or creates it); it must then be the
 // only block. A block whose markers are broken is "malformed" rather than
 // silently skipped: a ======= or REPLACE marker with no SEARCH before it, a
 // REPLACE marker before the =======, a new SEARCH before the previous block's

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 // ErrIsDir is what a [FileReader] returns (possibly wrapped) for a path that
-// is a directory. ApplyPatch refuses to update or delete a directory and
-// treats one as an existing path for Add File and Move to.
-var ErrIsDir = errors.New("is a directory")
+// is a directory: the sandbox vocabulary's sentinel, which every sandbox.Env
+// reports. ApplyPatch refuses to update or delete a directory and treats
+// one as an existing path for Add File and Move to.
+var ErrIsDir = sandbox.ErrIsDir
 
 // ErrEmptyOld is returned by [Replace] when old is empty: creating a file is
 // the edit tool's business, not a replacement.

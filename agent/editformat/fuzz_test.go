@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wrenchworks/wrench/diff"
 )
 
 // Inline seeds let the fuzz tests run as unit tests without the corpus.
@@ -203,9 +205,9 @@ func FuzzApplySearchReplace(f *testing.F) {
 // checkDiffCounts renders a diff and checks its counts against its lines.
 func checkDiffCounts(t *testing.T, path string, before, after []byte) {
 	t.Helper()
-	diff, added, removed := UnifiedDiff(path, before, after)
+	text, added, removed := diff.Unified(path, before, after)
 	plus, minus := 0, 0
-	for i, l := range strings.Split(diff, "\n") {
+	for i, l := range strings.Split(text, "\n") {
 		switch {
 		case i < 2:
 		case strings.HasPrefix(l, "+"):
@@ -215,6 +217,6 @@ func checkDiffCounts(t *testing.T, path string, before, after []byte) {
 		}
 	}
 	if plus != added || minus != removed {
-		t.Fatalf("diff counts +%d -%d, lines +%d -%d:\n%s", added, removed, plus, minus, diff)
+		t.Fatalf("diff counts +%d -%d, lines +%d -%d:\n%s", added, removed, plus, minus, text)
 	}
 }

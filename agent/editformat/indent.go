@@ -1,17 +1,24 @@
 package editformat
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/wrenchworks/wrench/diff"
+)
 
 // matchLeadingWhitespace is aider's matcher for a SEARCH text whose
 // indentation is off by the same amount on every line. SEARCH and REPLACE
 // are first outdented by the smallest indent of their non-blank lines; then
 // whole lines must match except for one common prefix of whitespace, which
-// is added to the non-blank REPLACE lines.
+// is added to the non-blank REPLACE lines — unless REPLACE already carries
+// the matched lines' indentation (see [keepsFileIndent]), when it is kept
+// as written.
 func matchLeadingWhitespace(orig, search, replace string, from int) (span, bool) {
 	part, repl := splitKeep(search), splitKeep(replace)
 	if len(part) == 0 {
 		return span{}, false
 	}
+	searchIndent, replIndent := minIndent(part), minIndent(repl)
 	minIndent := -1
 	for _, group := range [][]string{part, repl} {
 		for _, l := range group {
@@ -32,6 +39,11 @@ func matchLeadingWhitespace(orig, search, replace string, from int) (span, bool)
 		if !ok {
 			continue
 		}
+		sp := span{start: window[0].start, end: window[len(window)-1].end}
+		if keepsFileIndent(searchIndent, replIndent, windowIndent(orig, window)) {
+			sp.repl = replace
+			return sp, true
+		}
 		var b strings.Builder
 		for _, r := range repl {
 			if strings.TrimSpace(r) != "" {
@@ -39,9 +51,43 @@ func matchLeadingWhitespace(orig, search, replace string, from int) (span, bool)
 			}
 			b.WriteString(r)
 		}
-		return span{start: window[0].start, end: window[len(window)-1].end, repl: b.String()}, true
+		sp.repl = b.String()
+		return sp, true
 	}
 	return span{}, false
+}
+
+// keepsFileIndent reports whether a REPLACE text is already indented like
+// the file lines it replaces rather than like its SEARCH text: its smallest
+// indent is the matched lines' smallest indent, which SEARCH's is not. An
+// agent that copies the SEARCH lines without indentation but writes REPLACE
+// as it should appear in the file must not get the indentation twice.
+func keepsFileIndent(searchIndent, replIndent, fileIndent string) bool {
+	return replIndent == fileIndent && searchIndent != fileIndent
+}
+
+// windowIndent is the smallest indent of the non-blank file lines in window.
+func windowIndent(orig string, window []origLine) string {
+	lines := make([]string, len(window))
+	for i, l := range window {
+		lines[i] = orig[l.start:l.end]
+	}
+	return minIndent(lines)
+}
+
+// minIndent returns the leading whitespace of the least indented non-blank
+// line ("" when every line is blank).
+func minIndent(lines []string) string {
+	best, seen := "", false
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if ind := l[:indentLen(l)]; !seen || len(ind) < len(best) {
+			best, seen = ind, true
+		}
+	}
+	return best
 }
 
 // commonIndent reports whether each file line in window is its part line
@@ -69,13 +115,7 @@ func commonIndent(orig string, window []origLine, part []string) (string, bool) 
 }
 
 // splitKeep splits s into lines that keep their "\n".
-func splitKeep(s string) []string {
-	lines := strings.SplitAfter(s, "\n")
-	if lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
-	}
-	return lines
-}
+func splitKeep(s string) []string { return diff.SplitLines(s) }
 
 func lstrip(s string) string { return strings.TrimLeft(s, " \t\r\n\v\f") }
 

@@ -7,6 +7,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/wrenchworks/wrench/diff"
 )
 
 // FileReader reads a file for [ApplyPatch]. It returns an error wrapping
@@ -98,92 +100,109 @@ func ApplyPatch(text string, read FileReader, opts PatchOptions) ([]Change, erro
 	if err != nil {
 		return nil, err
 	}
-	state := map[string]vfile{}
-	get := func(name string) (vfile, error) {
-		key := path.Clean(name)
-		if f, ok := state[key]; ok {
-			return f, nil
-		}
-		data, err := read(name)
-		var f vfile
-		switch {
-		case err == nil:
-			if data == nil {
-				data = []byte{} // Before is nil only for added files
-			}
-			f = vfile{data: data, exists: true}
-		case errors.Is(err, ErrIsDir):
-			f = vfile{exists: true, isDir: true}
-		case errors.Is(err, fs.ErrNotExist):
-		default:
-			return f, fmt.Errorf("read %s: %w", name, err)
-		}
-		state[key] = f
-		return f, nil
-	}
-	set := func(name string, data []byte) {
-		state[path.Clean(name)] = vfile{data: data, exists: data != nil}
-	}
-
+	files := &vfs{read: read, state: map[string]vfile{}}
 	changes := make([]Change, 0, len(p.Ops))
 	for i, op := range p.Ops {
-		fail := func(err error) ([]Change, error) {
+		c, err := applyOp(files, op, opts)
+		if err != nil {
 			err = &OpError{Op: i + 1, Kind: op.Kind, Path: op.Path, MoveTo: op.MoveTo, Err: err}
 			if opts.Codex && len(changes) > 0 {
 				return changes, err
 			}
 			return nil, err
 		}
-		f, err := get(op.Path)
-		if err != nil {
-			return fail(err)
-		}
-		switch op.Kind {
-		case OpAdd:
-			var before []byte
-			switch {
-			case f.exists && !opts.Codex:
-				return fail(fmt.Errorf("%s: %w; use Update File to change it", op.Path, fs.ErrExist))
-			case f.isDir:
-				return fail(fmt.Errorf("%s: %w, not a file", op.Path, ErrIsDir))
-			case f.exists:
-				before = f.data
-			}
-			content := append([]byte{}, op.Content...)
-			set(op.Path, content)
-			changes = append(changes, Change{Path: op.Path, Before: before, After: content})
-		case OpDelete:
-			if err := checkExisting(op.Path, f); err != nil {
-				return fail(err)
-			}
-			set(op.Path, nil)
-			changes = append(changes, Change{Path: op.Path, Before: f.data})
-		case OpUpdate:
-			if err := checkExisting(op.Path, f); err != nil {
-				return fail(err)
-			}
-			after, fuzz, err := applyChunks(f.data, op.Chunks, opts.maxFuzz())
-			if err != nil {
-				return fail(err)
-			}
-			c := Change{Path: op.Path, Before: f.data, After: after, Fuzz: fuzz}
-			if op.MoveTo != "" && path.Clean(op.MoveTo) != path.Clean(op.Path) {
-				dest, err := get(op.MoveTo)
-				if err != nil {
-					return fail(err)
-				}
-				if dest.isDir || (dest.exists && !opts.Codex) {
-					return fail(fmt.Errorf("move destination %s: %w; delete it first or move elsewhere",
-						op.MoveTo, fs.ErrExist))
-				}
-				set(op.Path, nil)
-				c.Path, c.From = op.MoveTo, op.Path
-			}
-			set(c.Path, after)
-			changes = append(changes, c)
-		}
+		changes = append(changes, c)
 	}
 	return changes, nil
+}
+
+// vfs is the files as the patch has left them so far, read on first use.
+type vfs struct {
+	read  FileReader
+	state map[string]vfile
+}
+
+func (v *vfs) get(name string) (vfile, error) {
+	key := path.Clean(name)
+	if f, ok := v.state[key]; ok {
+		return f, nil
+	}
+	data, err := v.read(name)
+	var f vfile
+	switch {
+	case err == nil:
+		if data == nil {
+			data = []byte{} // Before is nil only for added files
+		}
+		f = vfile{data: data, exists: true}
+	case errors.Is(err, ErrIsDir):
+		f = vfile{exists: true, isDir: true}
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		return f, fmt.Errorf("read %s: %w", name, err)
+	}
+	v.state[key] = f
+	return f, nil
+}
+
+// set records name's new content; nil deletes it.
+func (v *vfs) set(name string, data []byte) {
+	v.state[path.Clean(name)] = vfile{data: data, exists: data != nil}
+}
+
+// applyOp applies one operation to files and returns its change.
+func applyOp(files *vfs, op FileOp, opts PatchOptions) (Change, error) {
+	f, err := files.get(op.Path)
+	if err != nil {
+		return Change{}, err
+	}
+	switch op.Kind {
+	case OpAdd:
+		var before []byte
+		switch {
+		case f.exists && !opts.Codex:
+			return Change{}, fmt.Errorf("%s: %w; use Update File to change it", op.Path, fs.ErrExist)
+		case f.isDir:
+			return Change{}, fmt.Errorf("%s: %w, not a file", op.Path, ErrIsDir)
+		case f.exists:
+			before = f.data
+		}
+		content := append([]byte{}, op.Content...)
+		files.set(op.Path, content)
+		return Change{Path: op.Path, Before: before, After: content}, nil
+	case OpDelete:
+		if err := checkExisting(op.Path, f); err != nil {
+			return Change{}, err
+		}
+		files.set(op.Path, nil)
+		return Change{Path: op.Path, Before: f.data}, nil
+	}
+	return applyUpdate(files, op, f, opts)
+}
+
+// applyUpdate applies an Update File operation (and its move, if any).
+func applyUpdate(files *vfs, op FileOp, f vfile, opts PatchOptions) (Change, error) {
+	if err := checkExisting(op.Path, f); err != nil {
+		return Change{}, err
+	}
+	after, fuzz, err := applyChunks(f.data, op.Chunks, opts.maxFuzz())
+	if err != nil {
+		return Change{}, err
+	}
+	c := Change{Path: op.Path, Before: f.data, After: after, Fuzz: fuzz}
+	if op.MoveTo != "" && path.Clean(op.MoveTo) != path.Clean(op.Path) {
+		dest, err := files.get(op.MoveTo)
+		if err != nil {
+			return Change{}, err
+		}
+		if dest.isDir || (dest.exists && !opts.Codex) {
+			return Change{}, fmt.Errorf("move destination %s: %w; delete it first or move elsewhere", op.MoveTo, fs.ErrExist)
+		}
+		files.set(op.Path, nil)
+		c.Path, c.From = op.MoveTo, op.Path
+	}
+	files.set(c.Path, after)
+	return c, nil
 }
 
 // checkExisting refuses a path that is missing or a directory.
@@ -218,51 +237,68 @@ func applyChunks(data []byte, chunks []Chunk, maxFuzz int) ([]byte, int, error) 
 	var reps []replacement
 	at, fuzz := 0, FuzzExact
 	for ci, c := range chunks {
-		if c.Context != "" {
-			for _, h := range strings.Split(c.Context, "\n") {
-				i, ok := seekHeader(lines, h, at)
-				if !ok {
-					return nil, 0, fmt.Errorf("hunk %d: @@ line %q: %w%s", ci+1, h, ErrNoMatch, afterLine(at))
-				}
-				at = i + 1
-			}
+		r, level, err := locateChunk(lines, c, at, maxFuzz)
+		if err != nil {
+			return nil, 0, fmt.Errorf("hunk %d: %w", ci+1, err)
 		}
-		if len(c.Old) == 0 {
-			insert := at
-			if c.Context == "" {
-				insert = len(lines)
-				if insert > 0 && lines[insert-1] == "" {
-					insert--
-				}
-			}
-			reps = append(reps, replacement{start: insert, repl: c.New})
-			at = insert
-			continue
-		}
-		old, repl := c.Old, c.New
-		i, level, ok := seek(lines, old, at, c.EndOfFile)
-		if !ok && old[len(old)-1] == "" {
-			old = old[:len(old)-1]
-			if len(repl) > 0 && repl[len(repl)-1] == "" {
-				repl = repl[:len(repl)-1]
-			}
-			i, level, ok = seek(lines, old, at, c.EndOfFile)
-		}
-		if !ok {
-			return nil, 0, fmt.Errorf("hunk %d: %w%s:\n%s%s", ci+1, ErrNoMatch, afterLine(at),
-				quoteLines(c.Old), firstLineHint(lines, c.Old))
-		}
-		if level > maxFuzz {
-			return nil, 0, fmt.Errorf("hunk %d: %w: it matches at line %d only with fuzz %d (%s), above the limit %d; "+
-				"copy the context lines exactly", ci+1, ErrTooFuzzy, i+1, level, fuzzName(level), maxFuzz)
-		}
+		reps = append(reps, r)
 		fuzz = max(fuzz, level)
-		if level > FuzzExact {
-			repl = keepFileContext(lines[i:i+len(old)], old, repl)
-		}
-		reps = append(reps, replacement{start: i, n: len(old), repl: repl})
-		at = i + len(old)
+		at = r.start + r.n
 	}
+	res := replaceLines(lines, reps)
+	if crlf {
+		res = toCRLF(res)
+	}
+	return []byte(res), fuzz, nil
+}
+
+// locateChunk finds where chunk c applies in lines, searching from at
+// (after its @@ context lines, if any), and the fuzz level it matched at.
+func locateChunk(lines []string, c Chunk, at, maxFuzz int) (replacement, int, error) {
+	if c.Context != "" {
+		for _, h := range strings.Split(c.Context, "\n") {
+			i, ok := seekHeader(lines, h, at)
+			if !ok {
+				return replacement{}, 0, fmt.Errorf("@@ line %q: %w%s", h, ErrNoMatch, afterLine(at))
+			}
+			at = i + 1
+		}
+	}
+	if len(c.Old) == 0 {
+		insert := at
+		if c.Context == "" {
+			insert = len(lines)
+			if insert > 0 && lines[insert-1] == "" {
+				insert--
+			}
+		}
+		return replacement{start: insert, repl: c.New}, FuzzExact, nil
+	}
+	old, repl := c.Old, c.New
+	i, level, ok := seek(lines, old, at, c.EndOfFile)
+	if !ok && old[len(old)-1] == "" {
+		old = old[:len(old)-1]
+		if len(repl) > 0 && repl[len(repl)-1] == "" {
+			repl = repl[:len(repl)-1]
+		}
+		i, level, ok = seek(lines, old, at, c.EndOfFile)
+	}
+	if !ok {
+		return replacement{}, 0, fmt.Errorf("%w%s:\n%s%s", ErrNoMatch, afterLine(at), quoteLines(c.Old), firstLineHint(lines, c.Old))
+	}
+	if level > maxFuzz {
+		return replacement{}, 0, fmt.Errorf("%w: it matches at line %d only with fuzz %d (%s), above the limit %d; "+
+			"copy the context lines exactly", ErrTooFuzzy, i+1, level, fuzzName(level), maxFuzz)
+	}
+	if level > FuzzExact {
+		repl = keepFileContext(lines[i:i+len(old)], old, repl)
+	}
+	return replacement{start: i, n: len(old), repl: repl}, level, nil
+}
+
+// replaceLines applies the replacements (in line order) and joins the
+// lines, each ending with a newline.
+func replaceLines(lines []string, reps []replacement) string {
 	sort.SliceStable(reps, func(a, b int) bool { return reps[a].start < reps[b].start })
 	out := make([]string, 0, len(lines))
 	pos := 0
@@ -276,10 +312,7 @@ func applyChunks(data []byte, chunks []Chunk, maxFuzz int) ([]byte, int, error) 
 	if len(out) > 0 {
 		res += "\n"
 	}
-	if crlf {
-		res = toCRLF(res)
-	}
-	return []byte(res), fuzz, nil
+	return res
 }
 
 // keepFileContext returns repl with its context lines (those old and repl
@@ -287,9 +320,9 @@ func applyChunks(data []byte, chunks []Chunk, maxFuzz int) ([]byte, int, error) 
 // keeps its own whitespace and punctuation.
 func keepFileContext(file, old, repl []string) []string {
 	out := append([]string(nil), repl...)
-	for _, op := range diffLines(old, repl) {
-		if op.kind == ' ' {
-			out[op.bi] = file[op.ai]
+	for _, op := range diff.Script(old, repl) {
+		if op.Kind == diff.Keep {
+			out[op.B] = file[op.A]
 		}
 	}
 	return out

@@ -65,98 +65,142 @@ func parseSearchReplace(diff string, requirePath bool) ([]srBlock, error) {
 	if last := strings.TrimSuffix(lines[len(lines)-1], "\r"); isPartialMarker(last) {
 		lines = lines[:len(lines)-1]
 	}
-	var (
-		blocks   []srBlock
-		cur      srBlock
-		search   strings.Builder
-		replace  strings.Builder
-		state    = srOutside
-		lastPath string
-		afterEnd int // index of the first line after the previous block
-	)
-	malformed := func(line int, format string, args ...any) error {
-		return &SearchReplaceError{Kind: KindMalformed, Block: len(blocks) + 1, Line: line, Msg: fmt.Sprintf(format, args...)}
-	}
-	finish := func() {
-		cur.Search, cur.Replace = search.String(), replace.String()
-		blocks = append(blocks, cur)
-		search.Reset()
-		replace.Reset()
-		state = srOutside
-	}
-	for i, raw := range lines {
-		m := strings.TrimSuffix(raw, "\r")
-		n := i + 1
-		startOK, legacy := isSearchStart(m)
-		switch state {
+	p := &srParser{lines: lines, requirePath: requirePath}
+	for i := range lines {
+		var err error
+		switch p.state {
 		case srOutside:
-			switch {
-			case startOK:
-				path := findFilename(lines[afterEnd:i], legacy)
-				if path == "" {
-					path = lastPath
-				}
-				if path == "" && legacy && requirePath && hasText(lines[:i]) {
-					return nil, malformed(n, "no filename before the block: put the file's path alone on the line "+
-						"before the SEARCH marker (or before the opening ``` fence)")
-				}
-				lastPath = path
-				cur = srBlock{Block: Block{Path: path}, line: n, legacy: legacy}
-				state = srSearch
-			case isSeparator(m, false):
-				return nil, malformed(n, "%q with no SEARCH marker before it; start each block with a line "+
-					"'------- SEARCH' (7 dashes, a space, SEARCH)", m)
-			case isReplaceEnd(m):
-				return nil, malformed(n, "%q with no SEARCH block before it", m)
-			}
+			err = p.outside(i)
 		case srSearch:
-			switch {
-			case isSeparator(m, cur.legacy):
-				state = srReplace
-			case isReplaceEnd(m):
-				return nil, malformed(n, "%q before the ======= line that ends the SEARCH section "+
-					"(the separator is a line of only '=' characters)", m)
-			case startOK:
-				return nil, malformed(n, "a new SEARCH marker inside the SEARCH section of the block "+
-					"starting at line %d; end it with ======= and a REPLACE section first", cur.line)
-			default:
-				search.WriteString(raw)
-				search.WriteByte('\n')
-			}
+			err = p.inSearch(i)
 		case srReplace:
-			switch {
-			case isReplaceEnd(m):
-				finish()
-				afterEnd = i + 1
-			case isSeparator(m, cur.legacy) && cur.legacy:
-				finish() // aider ends a block at a second =======
-				afterEnd = i + 1
-			case isSeparator(m, false):
-				return nil, malformed(n, "a second ======= line in the block starting at line %d; "+
-					"end the REPLACE section with '+++++++ REPLACE'", cur.line)
-			case startOK:
-				return nil, malformed(n, "a new SEARCH marker before the block starting at line %d "+
-					"was closed; end it with '+++++++ REPLACE'", cur.line)
-			default:
-				replace.WriteString(raw)
-				replace.WriteByte('\n')
-			}
+			err = p.inReplace(i)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
+	return p.end()
+}
+
+// srParser is the state of parseSearchReplace: the blocks so far, the one
+// being read and where it is.
+type srParser struct {
+	lines       []string
+	requirePath bool
+
+	blocks   []srBlock
+	cur      srBlock
+	search   strings.Builder
+	replace  strings.Builder
+	state    srState
+	lastPath string
+	afterEnd int // index of the first line after the previous block
+}
+
+func (p *srParser) malformed(line int, format string, args ...any) error {
+	return &SearchReplaceError{Kind: KindMalformed, Block: len(p.blocks) + 1, Line: line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// line is line i without its carriage return, and its 1-based number.
+func (p *srParser) line(i int) (string, int) {
+	return strings.TrimSuffix(p.lines[i], "\r"), i + 1
+}
+
+// outside reads a line between blocks: a SEARCH marker starts one.
+func (p *srParser) outside(i int) error {
+	m, n := p.line(i)
+	startOK, legacy := isSearchStart(m)
 	switch {
-	case state == srSearch:
-		return nil, malformed(cur.line, "the block ends inside its SEARCH section; "+
-			"add a ======= line, the REPLACE text and '+++++++ REPLACE'")
-	case state == srReplace && cur.legacy:
-		return nil, malformed(cur.line, "the block is not closed (Expected `>>>>>>> REPLACE` or `=======`)")
-	case state == srReplace:
-		finish() // Cline applies a last block that lacks its REPLACE marker
+	case startOK:
+		path := findFilename(p.lines[p.afterEnd:i], legacy)
+		if path == "" {
+			path = p.lastPath
+		}
+		if path == "" && legacy && p.requirePath && hasText(p.lines[:i]) {
+			return p.malformed(n, "no filename before the block: put the file's path alone on the line "+
+				"before the SEARCH marker (or before the opening ``` fence)")
+		}
+		p.lastPath = path
+		p.cur = srBlock{Block: Block{Path: path}, line: n, legacy: legacy}
+		p.state = srSearch
+	case isSeparator(m, false):
+		return p.malformed(n, "%q with no SEARCH marker before it; start each block with a line "+
+			"'------- SEARCH' (7 dashes, a space, SEARCH)", m)
+	case isReplaceEnd(m):
+		return p.malformed(n, "%q with no SEARCH block before it", m)
 	}
-	if len(blocks) == 0 {
+	return nil
+}
+
+// inSearch reads a line of a SEARCH section, up to its separator.
+func (p *srParser) inSearch(i int) error {
+	m, n := p.line(i)
+	startOK, _ := isSearchStart(m)
+	switch {
+	case isSeparator(m, p.cur.legacy):
+		p.state = srReplace
+	case isReplaceEnd(m):
+		return p.malformed(n, "%q before the ======= line that ends the SEARCH section "+
+			"(the separator is a line of only '=' characters)", m)
+	case startOK:
+		return p.malformed(n, "a new SEARCH marker inside the SEARCH section of the block "+
+			"starting at line %d; end it with ======= and a REPLACE section first", p.cur.line)
+	default:
+		p.search.WriteString(p.lines[i])
+		p.search.WriteByte('\n')
+	}
+	return nil
+}
+
+// inReplace reads a line of a REPLACE section, up to its end marker.
+func (p *srParser) inReplace(i int) error {
+	m, n := p.line(i)
+	startOK, _ := isSearchStart(m)
+	switch {
+	case isReplaceEnd(m):
+		p.finish(i)
+	case isSeparator(m, p.cur.legacy) && p.cur.legacy:
+		p.finish(i) // aider ends a block at a second =======
+	case isSeparator(m, false):
+		return p.malformed(n, "a second ======= line in the block starting at line %d; "+
+			"end the REPLACE section with '+++++++ REPLACE'", p.cur.line)
+	case startOK:
+		return p.malformed(n, "a new SEARCH marker before the block starting at line %d "+
+			"was closed; end it with '+++++++ REPLACE'", p.cur.line)
+	default:
+		p.replace.WriteString(p.lines[i])
+		p.replace.WriteByte('\n')
+	}
+	return nil
+}
+
+// finish closes the current block at line index i.
+func (p *srParser) finish(i int) {
+	p.cur.Search, p.cur.Replace = p.search.String(), p.replace.String()
+	p.blocks = append(p.blocks, p.cur)
+	p.search.Reset()
+	p.replace.Reset()
+	p.state = srOutside
+	p.afterEnd = i + 1
+}
+
+// end checks how the text ended and returns the blocks.
+func (p *srParser) end() ([]srBlock, error) {
+	switch {
+	case p.state == srSearch:
+		return nil, p.malformed(p.cur.line, "the block ends inside its SEARCH section; "+
+			"add a ======= line, the REPLACE text and '+++++++ REPLACE'")
+	case p.state == srReplace && p.cur.legacy:
+		return nil, p.malformed(p.cur.line, "the block is not closed (Expected `>>>>>>> REPLACE` or `=======`)")
+	case p.state == srReplace:
+		p.finish(len(p.lines)) // Cline applies a last block that lacks its REPLACE marker
+	}
+	if len(p.blocks) == 0 {
 		return nil, &SearchReplaceError{Kind: KindMalformed, Msg: "no SEARCH/REPLACE block found; " +
 			"each block is '------- SEARCH', the exact lines to find, '=======', the new lines, '+++++++ REPLACE'"}
 	}
-	return blocks, nil
+	return p.blocks, nil
 }
 
 // markerRun returns how many times c starts t.

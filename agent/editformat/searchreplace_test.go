@@ -40,6 +40,24 @@ func TestApplySearchReplace(t *testing.T) {
 			want: "func f() {\n\tif y {\n\t\tpanic(1)\n\t}\n}\n", infos: []MatchInfo{{1, StrategyLeadingWhitespace, 2}},
 		},
 		{
+			name:     "unindented SEARCH, REPLACE with the file's indentation: kept as written",
+			original: "func f() {\n\tif x {\n\t\treturn\n\t}\n}\n",
+			diff:     sr("if x {\n\treturn\n}\n", "\tif y {\n\t\tpanic(1)\n\t}\n"),
+			want:     "func f() {\n\tif y {\n\t\tpanic(1)\n\t}\n}\n", infos: []MatchInfo{{1, StrategyLeadingWhitespace, 2}},
+		},
+		{
+			name:     "unindented SEARCH, REPLACE with the file's space indentation: not indented twice",
+			original: "class A:\n    def f(self):\n        x = 1\n        return x\n",
+			diff:     sr("x = 1\nreturn x\n", "        x = 2\n        return x\n"),
+			want:     "class A:\n    def f(self):\n        x = 2\n        return x\n", infos: []MatchInfo{{1, StrategyLeadingWhitespace, 3}},
+		},
+		{
+			name:     "REPLACE indented like SEARCH is re-indented",
+			original: "class A:\n    def f(self):\n        x = 1\n        return x\n",
+			diff:     sr("x = 1\nreturn x\n", "x = 2\nif x:\n    return x\n"),
+			want:     "class A:\n    def f(self):\n        x = 2\n        if x:\n            return x\n", infos: []MatchInfo{{1, StrategyLeadingWhitespace, 3}},
+		},
+		{
 			name: "line trimmed keeps the replacement as written", original: "a\n  b  \nc\n", diff: sr("b\n", "B\n"),
 			want: "a\nB\nc\n", infos: []MatchInfo{{1, StrategyLineTrimmed, 2}},
 		},

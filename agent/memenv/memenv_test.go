@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/agent/editformat"
 	"github.com/wrenchworks/wrench/agent/memenv"
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 func TestFiles(t *testing.T) {
@@ -61,7 +61,7 @@ func TestFiles(t *testing.T) {
 	if !slices.Equal(g, []string{"new/deep/c.go", "pkg/b.go"}) {
 		t.Errorf("glob = %q", g)
 	}
-	m, _ := e.Grep(ctx, agent.GrepRequest{Pattern: "^package", Include: "*.go"})
+	m, _ := e.Grep(ctx, sandbox.GrepRequest{Pattern: "^package", Include: "*.go"})
 	if len(m) != 1 || m[0].Path != "pkg/b.go" || m[0].Line != 1 {
 		t.Errorf("grep = %+v", m)
 	}
@@ -70,8 +70,8 @@ func TestFiles(t *testing.T) {
 func TestExec(t *testing.T) {
 	ctx := context.Background()
 	e := memenv.New(map[string]string{"a.txt": "A\n"})
-	e.Handle("go test", func(ctx context.Context, req agent.ExecRequest) (agent.ExecResult, error) {
-		return agent.ExecResult{ExitCode: 1, Output: []byte("FAIL\n")}, nil
+	e.Handle("go test", func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		return sandbox.ExecResult{ExitCode: 1, Output: []byte("FAIL\n")}, nil
 	})
 	for _, tc := range []struct {
 		cmd  string
@@ -86,18 +86,18 @@ func TestExec(t *testing.T) {
 		{"go test ./...", 1, "FAIL"},
 		{"gotest", 127, "command not found"},
 	} {
-		res, err := e.Exec(ctx, agent.ExecRequest{Command: tc.cmd})
+		res, err := e.Exec(ctx, sandbox.ExecRequest{Command: tc.cmd})
 		if err != nil || res.ExitCode != tc.code || !strings.Contains(string(res.Output), tc.out) {
 			t.Errorf("%s: %d %q %v", tc.cmd, res.ExitCode, res.Output, err)
 		}
 	}
-	res, err := e.Exec(ctx, agent.ExecRequest{Command: "sleep 60", Timeout: time.Millisecond})
+	res, err := e.Exec(ctx, sandbox.ExecRequest{Command: "sleep 60", Timeout: time.Millisecond})
 	if err != nil || !res.TimedOut {
 		t.Errorf("sleep timeout: %+v %v", res, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := e.Exec(cctx, agent.ExecRequest{Command: "sleep 60"}); !errors.Is(err, context.Canceled) {
+	if _, err := e.Exec(cctx, sandbox.ExecRequest{Command: "sleep 60"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
 	if got := e.Commands(); len(got) != 8 { // the cancelled one never ran

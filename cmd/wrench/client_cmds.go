@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/wrenchworks/wrench/api"
-	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -30,40 +29,25 @@ func (c *clientFlags) register(fs *flag.FlagSet, env *cliEnv) {
 	if def == "" {
 		def = "http://" + defaultHTTPAddr
 	}
-	fs.StringVar(&c.server, "server", def, "server URL (default $WRENCH_SERVER or the local `wrench serve`)")
+	fs.StringVar(&c.server, "server", def, "server `URL` (default $WRENCH_SERVER, else "+"http://"+defaultHTTPAddr+", the local wrench serve)")
 	fs.StringVar(&c.token, "token", env.getenv("WRENCH_API_TOKEN"), "bearer token (default $WRENCH_API_TOKEN)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print JSON on stdout")
 }
 
 func (c clientFlags) client() *api.Client { return api.NewClient(c.server, c.token) }
 
-// parseArgs parses flags placed before, between or after positional
-// arguments (`wrench status ID --json`) and returns the positionals.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-// oneID parses a command's flags and its single task id argument.
-func oneID(fs *flag.FlagSet, env *cliEnv, args []string) (string, bool) {
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return "", false
+// oneID parses a command's flags and its single task id argument; when ok
+// is false the command exits with code.
+func oneID(fs *flag.FlagSet, env *cliEnv, args []string) (id string, code int, ok bool) {
+	pos, code, ok := parseCommand(env, fs, args)
+	if !ok {
+		return "", code, false
 	}
 	if len(pos) != 1 {
-		fmt.Fprintf(env.stderr, "%s: want exactly one task id, got %d arguments\n", fs.Name(), len(pos))
-		return "", false
+		fmt.Fprintf(env.stderr, "%s: want exactly one task id, got %d arguments\nusage: %s\n", fs.Name(), len(pos), synopsis(fs.Name()))
+		return "", exitBadInput, false
 	}
-	return pos[0], true
+	return pos[0], exitOK, true
 }
 
 // clientError reports err and returns the exit code: 2 for what the user
@@ -104,9 +88,9 @@ func cmdStatus(ctx context.Context, env *cliEnv, args []string) int {
 	fs := flag.NewFlagSet("wrench status", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	f.register(fs, env)
-	id, ok := oneID(fs, env, args)
+	id, code, ok := oneID(fs, env, args)
 	if !ok {
-		return exitBadInput
+		return code
 	}
 	st, err := f.client().Status(ctx, id)
 	if err != nil {
@@ -158,27 +142,29 @@ func cmdWatch(ctx context.Context, env *cliEnv, args []string) int {
 	fs := flag.NewFlagSet("wrench watch", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	f.register(fs, env)
-	id, ok := oneID(fs, env, args)
+	id, code, ok := oneID(fs, env, args)
 	if !ok {
-		return exitBadInput
+		return code
 	}
 	st, err := f.client().Status(ctx, id)
 	if err != nil {
 		return clientError(env, "wrench watch", f, err)
 	}
-	return waitFinal(ctx, env, "wrench watch", f, st, true)
+	return waitFinal(ctx, env, env.stdout, "wrench watch", f, st, true)
 }
 
 func cmdResult(ctx context.Context, env *cliEnv, args []string) int {
 	var f clientFlags
-	var patchFile string
+	var patchFile, trajFile, logFile string
 	fs := flag.NewFlagSet("wrench result", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	f.register(fs, env)
-	fs.StringVar(&patchFile, "patch", "", "write the patch to FILE (default: print it on stdout unless --json)")
-	id, ok := oneID(fs, env, args)
+	fs.StringVar(&patchFile, "patch", "", "write the patch to `FILE` (default: print it on stdout unless --json)")
+	fs.StringVar(&trajFile, "trajectory", "", "write the task's JSONL trajectory to `FILE` (for wrench replay)")
+	fs.StringVar(&logFile, "log", "", "write the task's run log to `FILE`")
+	id, code, ok := oneID(fs, env, args)
 	if !ok {
-		return exitBadInput
+		return code
 	}
 	c := f.client()
 	res, st, err := c.Result(ctx, id)
@@ -201,6 +187,14 @@ func cmdResult(ctx context.Context, env *cliEnv, args []string) int {
 			return exitInfra
 		}
 	}
+	for name, file := range map[string]string{api.TrajectoryArtifact: trajFile, api.LogArtifact: logFile} {
+		if file == "" {
+			continue
+		}
+		if code := downloadArtifact(ctx, env, f, id, name, file); code != exitOK {
+			return code
+		}
+	}
 	switch {
 	case f.jsonOut:
 		_ = printJSON(env.stdout, res)
@@ -216,9 +210,9 @@ func cmdCancel(ctx context.Context, env *cliEnv, args []string) int {
 	fs := flag.NewFlagSet("wrench cancel", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	f.register(fs, env)
-	id, ok := oneID(fs, env, args)
+	id, code, ok := oneID(fs, env, args)
 	if !ok {
-		return exitBadInput
+		return code
 	}
 	st, err := f.client().Cancel(ctx, id)
 	if err != nil {
@@ -239,7 +233,7 @@ func cmdCancel(ctx context.Context, env *cliEnv, args []string) int {
 
 func cmdList(ctx context.Context, env *cliEnv, args []string) int {
 	var f clientFlags
-	var o queue.ListOptions
+	var o task.ListOptions
 	var state string
 	fs := flag.NewFlagSet("wrench list", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
@@ -247,9 +241,9 @@ func cmdList(ctx context.Context, env *cliEnv, args []string) int {
 	fs.StringVar(&state, "state", "", "only tasks in this state (queued, running, verifying, resolved, unresolved, failed, cancelled, timed_out, rejected)")
 	fs.IntVar(&o.Limit, "limit", 20, "tasks per page")
 	fs.StringVar(&o.Cursor, "cursor", "", "continue after the page that printed this cursor")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return exitBadInput
+	pos, code, ok := parseCommand(env, fs, args)
+	if !ok {
+		return code
 	}
 	if len(pos) > 0 {
 		fmt.Fprintf(env.stderr, "wrench list: unexpected argument %q\n", pos[0])
@@ -299,4 +293,17 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// downloadArtifact writes artifact name of task id to file.
+func downloadArtifact(ctx context.Context, env *cliEnv, f clientFlags, id, name, file string) int {
+	b, err := f.client().Artifact(ctx, id, name)
+	if err != nil {
+		return clientError(env, "wrench result", f, err)
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		fmt.Fprintf(env.stderr, "wrench result: write %s: %v\n", name, err)
+		return exitInfra
+	}
+	return exitOK
 }

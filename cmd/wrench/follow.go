@@ -88,11 +88,13 @@ func isTerminal(w io.Writer, env *cliEnv) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// waitFinal waits until task st is final, showing progress when follow is
-// set (NDJSON events on stdout with --json; a live line on a terminal's
-// stderr; plain lines otherwise), then prints the outcome and returns the
-// exit code of the final state, as `wrench run` does.
-func waitFinal(ctx context.Context, env *cliEnv, cmd string, cf clientFlags, st task.Status, follow bool) int {
+// waitFinal waits until task st is final, showing progress on out when
+// follow is set (NDJSON events on stdout with --json; a live line when out
+// is a terminal; plain lines otherwise), then prints the outcome on out and
+// returns the exit code of the final state, as `wrench run` does. watch
+// shows progress on stdout (it is what it prints); submit on stderr (its
+// stdout is the task id).
+func waitFinal(ctx context.Context, env *cliEnv, out io.Writer, cmd string, cf clientFlags, st task.Status, follow bool) int {
 	c := cf.client()
 	// Following a final task replays its stored events (the stream ends
 	// with the result); merely waiting for one has nothing to do.
@@ -102,14 +104,14 @@ func waitFinal(ctx context.Context, env *cliEnv, cmd string, cf clientFlags, st 
 		case follow && cf.jsonOut:
 			enc := json.NewEncoder(env.stdout)
 			err = c.Events(ctx, st.TaskID, 0, func(ev task.Event) error { return enc.Encode(ev) })
-		case follow && isTerminal(env.stderr, env):
-			err = followLive(ctx, c, env.stderr, st)
+		case follow && isTerminal(out, env):
+			err = followLive(ctx, c, out, st)
 		case follow:
 			tr := newTracker(st)
 			err = c.Events(ctx, st.TaskID, 0, func(ev task.Event) error {
 				tr.add(ev)
 				if d := progressLine(ev); d != "" || ev.Kind == task.EventState || ev.Kind == task.EventResult {
-					_, werr := fmt.Fprintf(env.stderr, "%s  %s\n", tr.line(time.Now()), d)
+					_, werr := fmt.Fprintf(out, "%s  %s\n", tr.line(time.Now()), d)
 					return werr
 				}
 				return nil
@@ -142,7 +144,10 @@ func waitFinal(ctx context.Context, env *cliEnv, cmd string, cf clientFlags, st 
 	if cf.jsonOut && !follow {
 		_ = printJSON(env.stdout, st)
 	}
-	fmt.Fprintln(env.stderr, outcomeLine(res))
+	if cf.jsonOut && out == env.stdout {
+		out = env.stderr // stdout holds JSON only
+	}
+	fmt.Fprintln(out, outcomeLine(res))
 	return res.Status.ExitCode()
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"io"
 	"slices"
 	"testing"
 	"time"
@@ -49,9 +50,10 @@ func TestParseArgsInterspersed(t *testing.T) {
 		fs := flag.NewFlagSet("x", flag.ContinueOnError)
 		j := fs.Bool("json", false, "")
 		fs.String("server", "", "")
-		pos, err := parseArgs(fs, args)
-		if err != nil || !slices.Equal(pos, []string{"t-1"}) || !*j {
-			t.Errorf("%v: pos %v json %v err %v", args, pos, *j, err)
+		env := &cliEnv{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+		pos, code, ok := parseCommand(env, fs, args)
+		if !ok || !slices.Equal(pos, []string{"t-1"}) || !*j {
+			t.Errorf("%v: pos %v json %v ok %v code %d", args, pos, *j, ok, code)
 		}
 	}
 }

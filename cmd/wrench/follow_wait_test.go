@@ -80,9 +80,9 @@ func TestWaitRidesOutAFinishingTask(t *testing.T) {
 			}
 			hs := httptest.NewServer(fs)
 			defer hs.Close()
-			code, _, errOut := wrench(t, &testServer{url: hs.URL}, args...)
-			if code != exitOK || !strings.Contains(errOut, "resolved") {
-				t.Fatalf("exit %d, want 0 with the outcome:\n%s", code, errOut)
+			code, out, errOut := wrench(t, &testServer{url: hs.URL}, args...)
+			if code != exitOK || !strings.Contains(out+errOut, "resolved") {
+				t.Fatalf("exit %d, want 0 with the outcome:\n%s%s", code, out, errOut)
 			}
 			if strings.Contains(errOut, "not final") || len(fs.answers) > 0 {
 				t.Errorf("left %v unread; stderr:\n%s", fs.answers, errOut)

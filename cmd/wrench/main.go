@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -36,6 +37,9 @@ type cliEnv struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// sawFlags, when set, is shown every command's flag set before it is
+	// parsed (the reference docs' tests read names and defaults from it).
+	sawFlags func(*flag.FlagSet)
 }
 
 func commands() map[string]command {
@@ -43,8 +47,11 @@ func commands() map[string]command {
 		"run":     {summary: "run one task end to end and print its patch", run: cmdRun},
 		"image":   {summary: "build the default sandbox image (image build)", run: cmdImage},
 		"model":   {summary: "serve the scripted model (model scripted --script FILE)", run: cmdModel},
-		"doctor":  {summary: "check what the Docker engine supports", run: cmdDoctor},
+		"doctor":  {summary: "check the Docker engine, the sandbox image and the model endpoint and key", run: cmdDoctor},
 		"replay":  {summary: "re-run a trajectory's tool calls in a fresh sandbox", run: cmdReplay},
+		"env":     {summary: "list, build ahead of tasks, and prune environment snapshots (env ls|build|prune)", run: cmdEnv},
+		"config":  {summary: "show the configuration a task would run with and where each value comes from (config check)", run: cmdConfig},
+		"bench":   {summary: "mine a benchmark from history, run it, compare runs (bench mine|run|compare)", run: cmdBench},
 		"serve":   {summary: "run NATS, dispatcher, workers and the HTTP API in one process", run: cmdServe},
 		"worker":  {summary: "join an external NATS as a worker", run: cmdWorker},
 		"submit":  {summary: "submit a task to a server", run: cmdSubmit},
@@ -58,9 +65,6 @@ func commands() map[string]command {
 	}
 }
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := dispatch(ctx, &cliEnv{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
@@ -70,11 +74,23 @@ func main() {
 
 func dispatch(ctx context.Context, env *cliEnv, args []string) int {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	switch {
+	case len(args) == 0:
 		usage(env.stderr, cmds)
-		if len(args) == 0 {
+		return exitBadInput
+	case args[0] == "--version" || args[0] == "-version":
+		return cmdVersion(ctx, env, nil)
+	case args[0] == "help" && len(args) > 1:
+		// `wrench help run` is `wrench run -h`.
+		c, ok := cmds[args[1]]
+		if !ok {
+			fmt.Fprintf(env.stderr, "wrench: unknown command %q\n\n", args[1])
+			usage(env.stderr, cmds)
 			return exitBadInput
 		}
+		return c.run(ctx, env, append(args[2:], "-h"))
+	case isHelp(args[0]):
+		usage(env.stdout, cmds)
 		return exitOK
 	}
 	c, ok := cmds[args[0]]
@@ -87,7 +103,7 @@ func dispatch(ctx context.Context, env *cliEnv, args []string) int {
 }
 
 func usage(w io.Writer, cmds map[string]command) {
-	fmt.Fprintln(w, "usage: wrench <command> [flags]\n\ncommands:")
+	fmt.Fprintln(w, "usage: wrench <command> [flags] [arguments]\n       wrench --version\n\ncommands:")
 	names := make([]string, 0, len(cmds))
 	for n, c := range cmds {
 		if !c.hidden {
@@ -98,10 +114,18 @@ func usage(w io.Writer, cmds map[string]command) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
 	}
-	fmt.Fprintln(w, "\nRun 'wrench <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'wrench <command> -h' (or 'wrench help <command>') for a command's arguments and flags.")
 }
 
-func cmdVersion(_ context.Context, env *cliEnv, _ []string) int {
-	fmt.Fprintln(env.stdout, "wrench", version)
+func cmdVersion(_ context.Context, env *cliEnv, args []string) int {
+	pos, code, ok := parseCommand(env, flag.NewFlagSet("wrench version", flag.ContinueOnError), args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(env.stderr, "wrench version: unexpected argument %q\n", pos[0])
+		return exitBadInput
+	}
+	fmt.Fprintln(env.stdout, "wrench", buildVersion())
 	return exitOK
 }

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // wrenchBin is the wrench binary built once for the tests that run it as a
@@ -29,8 +30,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build wrench: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	started := time.Now()
 	code := m.Run()
 	os.RemoveAll(dir)
+	removeTestSnapshots(started)
 	os.Exit(code)
 }
 
@@ -137,5 +140,28 @@ func TestDispatchUsage(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), `unknown command "nope"`) || !strings.Contains(errb.String(), "run ") {
 		t.Fatalf("usage text: %s", errb.String())
+	}
+}
+
+// removeTestSnapshots removes the environment snapshots this run's tests
+// (deployments named test-…) saved while they ran. Other packages' tests
+// running at the same time name theirs otherwise (wrench-test-…) and keep
+// them; a concurrent run of these tests that loses one only rebuilds it.
+func removeTestSnapshots(since time.Time) {
+	out, err := exec.Command("docker", "images", "--filter", "label=dev.wrench.env.key",
+		"--format", `{{.ID}} {{.CreatedAt}} {{.Repository}}:{{.Tag}}`).Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.Contains(f[len(f)-1], ":test-") {
+			continue
+		}
+		created, err := time.Parse("2006-01-02 15:04:05 -0700", strings.Join(f[1:4], " "))
+		if err != nil || created.Before(since) {
+			continue
+		}
+		exec.Command("docker", "rmi", "-f", f[0]).Run()
 	}
 }

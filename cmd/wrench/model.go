@@ -12,15 +12,18 @@ import (
 // --script FILE --addr HOST:PORT`. Any OpenAI-compatible client can talk to
 // it, which makes it a stand-in for a real endpoint in demos and tests.
 func cmdModel(ctx context.Context, env *cliEnv, args []string) int {
-	if len(args) == 0 || args[0] != "scripted" {
-		fmt.Fprintln(env.stderr, "usage: wrench model scripted --script FILE [--addr HOST:PORT]")
-		return exitBadInput
+	if code, ok := subcommand(env, "wrench model", "scripted", args); !ok {
+		return code
 	}
 	fs := flag.NewFlagSet("wrench model scripted", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	script := fs.String("script", "", "script file (YAML) to play (required)")
-	addr := fs.String("addr", "127.0.0.1:8089", "address to listen on")
-	if err := fs.Parse(args[1:]); err != nil {
+	script := fs.String("script", "", "script `FILE` (YAML) to play (required; format: docs/scripted-model.md)")
+	addr := fs.String("addr", "127.0.0.1:8089", "`HOST:PORT` to listen on (port 0: a free one)")
+	pos, code, ok := parseCommand(env, fs, args[1:])
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(env.stderr, "wrench model scripted: unexpected argument %q\n", pos[0])
 		return exitBadInput
 	}
 	if *script == "" {

@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/wrenchworks/wrench/internal/natstest"
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -32,8 +34,14 @@ type wrenchProc struct {
 // still runs.
 func startProc(t testing.TB, name string, args ...string) *wrenchProc {
 	t.Helper()
+	return startProcEnv(t, name, nil, args...)
+}
+
+// startProcEnv is startProc with env added to the test's environment.
+func startProcEnv(t testing.TB, name string, env []string, args ...string) *wrenchProc {
+	t.Helper()
 	p := &wrenchProc{name: name, cmd: exec.Command(wrenchBin, args...), out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Env = os.Environ()
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -104,14 +112,16 @@ func tail(s string, n int) string {
 }
 
 // startServeProc runs `wrench serve` with its NATS on a free port and
-// returns the process, its API base URL and its NATS URL.
-func startServeProc(t testing.TB, ctx context.Context, args ...string) (p *wrenchProc, apiURL, natsURL string) {
+// returns the process, its API base URL and its NATS URL; natsSeed is
+// the seed file workers sign in with.
+func startServeProc(t testing.TB, ctx context.Context, args ...string) (p *wrenchProc, apiURL, natsURL, natsSeed string) {
 	t.Helper()
 	args = append([]string{"serve", "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-level", "info"}, args...)
 	p = startProc(t, "serve", args...)
 	natsURL = strings.TrimSpace(p.line(t, ctx, "wrench serve: NATS for workers at "))
+	natsSeed = strings.TrimSpace(strings.TrimPrefix(p.line(t, ctx, "wrench serve: workers sign in with "), "--nats-nkey "))
 	apiURL, _, _ = strings.Cut(p.line(t, ctx, "wrench serve: API on "), " ")
-	return p, apiURL, natsURL
+	return p, apiURL, natsURL, natsSeed
 }
 
 // helloRepo is a one-file git repository and a script that makes one bash
@@ -160,14 +170,13 @@ func helloTask(id, repo, script string) task.Task {
 // finalWrites counts, from the queue itself, how often each task was
 // written final (in the state bucket's history) and how many result events
 // were published for it.
-func finalWrites(t testing.TB, ctx context.Context, natsURL string, ids []string) (finals, results map[string]int) {
+func finalWrites(t testing.TB, ctx context.Context, natsURL, natsSeed string, ids []string) (finals, results map[string]int) {
 	t.Helper()
-	conn, err := queue.Connect(ctx, queue.Config{URL: natsURL})
+	signIn, err := nats.NkeyOptionFromSeed(natsSeed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	js := conn.JetStream()
+	js := natstest.Dial(t, natsURL, signIn)
 	kv, err := js.KeyValue(ctx, queue.StateBucket)
 	if err != nil {
 		t.Fatal(err)

@@ -11,13 +11,21 @@ import (
 	"time"
 )
 
-// TestKilledRunIsReapedOnNextStart SIGKILLs `wrench run` while its agent
-// runs `sleep 60` in the sandbox, checks the crash left a container and a
-// workspace behind, and then shows the next `wrench run` of the same
-// deployment ends with none of either.
+// TestKilledRunIsReapedOnNextStart SIGKILLs `wrench run` twice: while a
+// setup runs `sleep 60` (leaving the setup sandbox and the host clone being
+// copied into it) and while its agent runs `sleep 60` in the sandbox (the
+// workspace lives in the sandbox: a container and no host clone), and
+// then shows the next `wrench run` of the same deployment ends with
+// neither left.
 func TestKilledRunIsReapedOnNextStart(t *testing.T) {
 	requireImage(t)
 	repo := gitRepo(t, "go-calc")
+	slowSetup := gitRepo(t, "go-calc")
+	if err := os.WriteFile(filepath.Join(slowSetup, ".wrench.yaml"), []byte("setup: [\"echo preparing; sleep 60\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, slowSetup, "add", "-A")
+	git(t, slowSetup, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "slow setup")
 	data := t.TempDir()
 	workspaces := filepath.Join(data, "workspaces")
 	deployment := fmt.Sprintf("test-reap-%d", time.Now().UnixNano())
@@ -40,26 +48,34 @@ func TestKilledRunIsReapedOnNextStart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	victim := exec.CommandContext(ctx, wrenchBin, "run", "--repo", repo, "--task", "Sleep.", "--test", "go test ./...",
-		"--model", "scripted:"+script, "--data-dir", data, "--deployment", deployment, "--quiet")
-	if err := victim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Wait until the agent's command runs inside the sandbox.
-	for !sleeping(t, deployment) {
-		if ctx.Err() != nil {
-			victim.Process.Kill()
-			victim.Wait()
-			t.Fatal("the sandbox never ran the scripted sleep")
+	kill := func(repo string) {
+		t.Helper()
+		victim := exec.CommandContext(ctx, wrenchBin, "run", "--repo", repo, "--task", "Sleep.", "--test", "go test ./...",
+			"--model", "scripted:"+script, "--data-dir", data, "--deployment", deployment, "--quiet")
+		if err := victim.Start(); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		// Wait until the command runs inside the sandbox.
+		for !sleeping(t, deployment) {
+			if ctx.Err() != nil {
+				victim.Process.Kill()
+				victim.Wait()
+				t.Fatal("the sandbox never ran the sleep")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err := victim.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		victim.Wait()
 	}
-	if err := victim.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	victim.Wait()
+	kill(slowSetup)
 	if n, w := containersOf(t, deployment), entries(t, workspaces); n != 1 || w != 1 {
-		t.Fatalf("after SIGKILL: %d containers and %d workspaces, want the crash to leave 1 and 1", n, w)
+		t.Fatalf("after SIGKILL in setup: %d containers and %d workspaces, want the crash to leave 1 and 1", n, w)
+	}
+	kill(repo) // its own start reaps the first crash's leftovers
+	if n, w := containersOf(t, deployment), entries(t, workspaces); n != 1 || w != 0 {
+		t.Fatalf("after SIGKILL in the agent phase: %d containers and %d workspaces, want the crash to leave 1 and 0", n, w)
 	}
 
 	fix := filepath.Join(moduleRoot(t), "examples", "go-calc", "fix.yaml")

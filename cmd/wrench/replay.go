@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/wrenchworks/wrench/agent"
+	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -19,21 +20,19 @@ func cmdReplay(ctx context.Context, env *cliEnv, args []string) int {
 	fs.SetOutput(env.stderr)
 	repo := fs.String("repo", "", "the repository the trajectory ran on (required)")
 	ref := fs.String("ref", "", "branch or tag")
-	commit := fs.String("commit", "", "exact commit (the result's base_commit)")
+	commit := fs.String("commit", "", "exact commit (default: the base commit the trajectory records, else the ref's head)")
 	image := fs.String("image", "", "sandbox image (default "+defaultImage+")")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	var common commonFlags
 	common.register(fs, env)
 	// The trajectory file may come before or after the flags.
+	pos, code, ok := parseCommand(env, fs, args)
+	if !ok {
+		return code
+	}
 	var file string
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		file, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		return exitBadInput
-	}
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
+	if len(pos) == 1 {
+		file = pos[0]
 	}
 	if file == "" || *repo == "" {
 		fmt.Fprintln(env.stderr, "usage: wrench replay TRAJECTORY.jsonl --repo PATH|URL [--ref REF] [--commit SHA]")
@@ -55,15 +54,24 @@ func cmdReplay(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "wrench replay: %v\n", err)
 		return exitBadInput
 	}
-	w, cleanup, err := newWorker(ctx, env, workerOptions{common: common, image: *image, deployment: common.deployment})
+	w, cleanup, err := newWorker(ctx, env, workerOptions{common: common, image: *image, deployment: common.deployment, loopback: true})
 	if err != nil {
 		fmt.Fprintf(env.stderr, "wrench replay: %v\n", err)
 		return exitCodeFor(err)
 	}
 	defer cleanup()
-	t := task.Task{Repo: task.Repo{URL: url, Ref: *ref, Commit: *commit}, Instruction: "replay " + file}
+	base := *commit
+	if base == "" {
+		// The trajectory's own base commit: the tree the run saw, however
+		// far the repository has moved since.
+		base = baseCommitOf(records)
+		if base != "" {
+			fmt.Fprintf(env.stderr, "wrench replay: on the run's base commit %s (--commit to choose another)\n", base)
+		}
+	}
+	t := task.Task{Repo: task.Repo{URL: url, Ref: *ref, Commit: base}, Instruction: "replay " + file}
 	var rep agent.ReplayReport
-	err = w.WithEnv(ctx, t, func(ctx context.Context, e agent.Env) (err error) {
+	err = w.WithEnv(ctx, t, func(ctx context.Context, e sandbox.Env) (err error) {
 		rep, err = agent.Replay(ctx, e, records)
 		return err
 	})
@@ -85,4 +93,15 @@ func cmdReplay(ctx context.Context, env *cliEnv, args []string) int {
 		return exitUnresolved
 	}
 	return exitOK
+}
+
+// baseCommitOf returns the base commit a trajectory's run started from (its
+// first run_start record), or "" for a trajectory that does not say.
+func baseCommitOf(records []agent.Record) string {
+	for _, r := range records {
+		if r.Kind == agent.RecordRunStart {
+			return r.BaseCommit
+		}
+	}
+	return ""
 }

@@ -32,14 +32,22 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("replay on the same repository: exit %d\n%s%s", code, out, stderr)
 	}
 
-	// The same trajectory against a repository whose calc.go differs.
+	// The repository moves on: calc.go changes in a new commit. The
+	// trajectory recorded its base commit, so replay still starts from the
+	// tree the run saw and matches.
 	if err := os.WriteFile(filepath.Join(repo, "calc.go"), []byte("package calc\n\nfunc Add(a, b int) int { return a * b }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	git(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qam", "change calc")
 	out, stderr, code = runWrench(t, ctx, nil, "replay", traj, "--repo", repo, "--data-dir", data, "--deployment", deployment)
+	if code != 0 || !strings.Contains(out, "0 diverged") || !strings.Contains(stderr, "on the run's base commit") {
+		t.Fatalf("replay after the repository moved: exit %d, want 0 on the recorded base commit\n%s%s", code, out, stderr)
+	}
+	// Asked for the new head, it reports where the changed code diverges.
+	head := strings.TrimSpace(git(t, repo, "rev-parse", "HEAD"))
+	out, stderr, code = runWrench(t, ctx, nil, "replay", traj, "--repo", repo, "--commit", head, "--data-dir", data, "--deployment", deployment)
 	if code != exitUnresolved || !strings.Contains(out, "first divergence") {
-		t.Fatalf("replay on a changed repository: exit %d, want 1 with a divergence\n%s%s", code, out, stderr)
+		t.Fatalf("replay on a changed commit: exit %d, want 1 with a divergence\n%s%s", code, out, stderr)
 	}
 	if n := containersOf(t, deployment); n != 0 {
 		t.Errorf("%d containers left", n)

@@ -1,11 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -28,6 +28,7 @@ type runFlags struct {
 	timeout           time.Duration
 	jsonOut, quiet    bool
 	approve, mode     string
+	onLimit           string
 	tools             string
 	planFirst         bool
 	maxTokens         int64
@@ -55,20 +56,25 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
 	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of the whole task (default 30m)")
 	fs.Int64Var(&f.maxTokens, "max-tokens", 0, "input plus output tokens at most (default: no limit)")
 	fs.StringVar(&f.approve, "approve", "yolo", "who approves commands and edits: yolo (nobody) or confirm (ask on the terminal)")
+	fs.StringVar(&f.onLimit, "on-limit", onLimitAsk, "at a turn, cost, token or malformed-reply limit: ask (on a terminal: go on with as much again? otherwise stop) or stop")
 	fs.StringVar(&f.mode, "mode", "", "plan: read-only tools, investigate and report without changing anything")
 	fs.BoolVar(&f.planFirst, "plan-first", false, "make a read-only plan before working")
 	fs.StringVar(&f.tools, "tools", "", "comma-separated tool allowlist (default: every tool)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result object as JSON on stdout")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
 	f.common.register(fs, env)
-	if err := fs.Parse(args); err != nil {
-		return exitBadInput
+	pos, code, ok := parseCommand(env, fs, args)
+	if !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.stderr, "wrench run: unexpected argument %q\n", fs.Arg(0))
+	if len(pos) > 0 {
+		fmt.Fprintf(env.stderr, "wrench run: unexpected argument %q\n", pos[0])
 		return exitBadInput
 	}
 	t, err := f.task(env)
+	if err == nil {
+		err = errors.Join(checkWritable("--out", f.out), checkWritable("--trajectory", f.trajectory))
+	}
 	if err != nil {
 		fmt.Fprintf(env.stderr, "wrench run: %v\n", err)
 		return exitBadInput
@@ -79,11 +85,22 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "wrench run: --verify %q is not one of finish, after_write, never\n", f.verify)
 		return exitBadInput
 	}
+	// One reader of the terminal for every prompt (approvals, limits, the
+	// human model), so none loses what another buffered.
+	in := bufio.NewReader(env.stdin)
+	onLimit, err := onLimitFor(f.onLimit, in, env, t.Limits)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "wrench run: %v\n", err)
+		return exitBadInput
+	}
+	prompts := *env
+	prompts.stdin = in
+	env = &prompts
 	var approve agent.Approver
 	switch agent.ApprovalMode(f.approve) {
 	case agent.ApproveYolo:
 	case agent.ApproveConfirm:
-		approve = agent.PromptApprover(env.stdin, env.stderr)
+		approve = agent.PromptApprover(in, env.stderr)
 	default:
 		fmt.Fprintf(env.stderr, "wrench run: --approve %q is not one of yolo, confirm\n", f.approve)
 		return exitBadInput
@@ -102,6 +119,9 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
 		deployment: f.common.deployment,
 		approval:   agent.ApprovalMode(f.approve),
 		approve:    approve,
+		onLimit:    onLimit,
+		// No API: the person running it may name local paths and scripts.
+		loopback: true,
 	})
 	if err != nil {
 		fmt.Fprintf(env.stderr, "wrench run: %v\n", err)
@@ -111,20 +131,15 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
 
 	var progress func(task.Event)
 	if !f.quiet {
-		progress = progressPrinter(env.stderr)
+		progress = progressPrinter(env.stderr, isTerminal(env.stderr, env))
 	}
 	rep := w.Run(ctx, t, 1, progress)
 	res := rep.Result
-	if f.trajectory != "" {
-		if err := os.WriteFile(f.trajectory, rep.Artifacts["trajectory.jsonl"], 0o644); err != nil {
-			fmt.Fprintf(env.stderr, "wrench run: write trajectory: %v\n", err)
-		}
-	}
-	if err := writeRunOutput(env, f, res); err != nil {
-		fmt.Fprintf(env.stderr, "wrench run: %v\n", err)
+	written := writeRunOutput(env, f, res, rep.Artifacts["trajectory.jsonl"])
+	fmt.Fprintln(env.stderr, outcomeLine(res))
+	if !written {
 		return exitInfra
 	}
-	fmt.Fprintln(env.stderr, outcomeLine(res))
 	return res.Status.ExitCode()
 }
 
@@ -152,16 +167,16 @@ func (f *runFlags) task(env *cliEnv) (task.Task, error) {
 		TestCommand:  f.testCmd,
 		Image:        f.image,
 		Model:        model,
-		Protocol:     f.protocol,
+		Protocol:     task.Protocol(f.protocol),
 		Limits:       task.Limits{MaxTurns: f.maxTurns, MaxCostUSD: f.maxCost, MaxTokens: f.maxTokens, Timeout: task.Duration(f.timeout)},
-		Mode:         f.mode,
+		Mode:         task.Mode(f.mode),
 		PlanFirst:    f.planFirst,
 		AllowedTools: splitList(f.tools),
 		Sandbox:      task.SandboxOptions{Network: f.network},
 		Source:       task.Source{Kind: "cli"},
 		CreatedAt:    time.Now().UTC(),
 	}
-	return t, t.Validate()
+	return t, checkTask(&t, runFlagOf)
 }
 
 // readInstruction returns the --task value, or the file it names as @FILE.
@@ -205,22 +220,6 @@ func normalizeRepo(repo string) (string, error) {
 		return "", fmt.Errorf("repository %s: not a directory", repo)
 	}
 	return abs, nil
-}
-
-func writeRunOutput(env *cliEnv, f runFlags, res task.Result) error {
-	if f.out != "" {
-		if err := os.WriteFile(f.out, []byte(res.Patch), 0o644); err != nil {
-			return fmt.Errorf("write patch: %w", err)
-		}
-	}
-	if f.jsonOut {
-		return printJSON(env.stdout, res)
-	}
-	if f.out == "" {
-		_, err := io.WriteString(env.stdout, res.Patch)
-		return err
-	}
-	return nil
 }
 
 // outcomeLine is the one-line summary printed on stderr.

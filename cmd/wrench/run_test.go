@@ -75,6 +75,10 @@ func TestRunBadInput(t *testing.T) {
 	notGit := t.TempDir()
 	os.WriteFile(filepath.Join(notGit, "a.txt"), []byte("x"), 0o644)
 	repo := gitRepo(t, "go-calc")
+	badPrompts := t.TempDir()
+	os.WriteFile(filepath.Join(badPrompts, "system.tmpl"), []byte("You fix {{.Taks}}."), 0o644)
+	badPrices := filepath.Join(t.TempDir(), "prices.yaml")
+	os.WriteFile(badPrices, []byte("my-model: {input_per_mtok: 1}\n"), 0o644)
 	cases := []struct {
 		name string
 		args []string
@@ -89,9 +93,14 @@ func TestRunBadInput(t *testing.T) {
 		{"bad verify", []string{"--repo", repo, "--task", "x", "--verify", "sometimes"}, "--verify"},
 		{"bad approve", []string{"--repo", repo, "--task", "x", "--approve", "maybe"}, "--approve"},
 		{"bad mode", []string{"--repo", repo, "--task", "x", "--mode", "auto"}, "mode"},
-		{"bad tool name", []string{"--repo", repo, "--task", "x", "--tools", "view,rm -rf"}, "allowed_tools"},
+		{"bad tool name", []string{"--repo", repo, "--task", "x", "--tools", "view,rm -rf"}, "--tools"},
+		{"unknown tool", []string{"--repo", repo, "--task", "x", "--tools", "view,bsh", "--model", "scripted:" + filepath.Join(moduleRoot(t), "examples/go-calc/fix.yaml")}, `--tools: "bsh" is not a tool (tools: bash,`},
+		{"text protocol without bash", []string{"--repo", repo, "--task", "x", "--protocol", "text", "--tools", "view", "--model", "scripted:" + filepath.Join(moduleRoot(t), "examples/go-calc/fix.yaml")}, "--protocol: the text protocol needs the bash tool"},
+		{"prompt naming an unknown key", []string{"--repo", repo, "--task", "x", "--prompts", badPrompts, "--model", "scripted:" + filepath.Join(moduleRoot(t), "examples/go-calc/fix.yaml")}, `--prompts: agent: invalid run: render prompt system`},
 		{"missing prompts dir", []string{"--repo", repo, "--task", "x", "--prompts", "/no/prompts", "--model", "scripted:" + filepath.Join(moduleRoot(t), "examples/go-calc/fix.yaml")}, "--prompts"},
 		{"bad ref", []string{"--repo", repo, "--task", "x", "--ref", "no-such-branch", "--model", "scripted:" + filepath.Join(moduleRoot(t), "examples/go-calc/fix.yaml")}, "no-such-branch"},
+		{"missing prices file", []string{"--repo", repo, "--task", "x", "--prices", "/no/prices.yaml", "--model", "scripted:" + filepath.Join(moduleRoot(t), "examples/go-calc/fix.yaml")}, "--prices"},
+		{"bad prices file", []string{"--repo", repo, "--task", "x", "--prices", badPrices, "--model", "scripted:" + filepath.Join(moduleRoot(t), "examples/go-calc/fix.yaml")}, "output_per_mtok"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

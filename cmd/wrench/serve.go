@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/wrenchworks/wrench/api"
 	"github.com/wrenchworks/wrench/dispatcher"
 	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/queue/natsserver"
 	"github.com/wrenchworks/wrench/task"
 	"github.com/wrenchworks/wrench/telemetry"
 )
@@ -40,6 +44,9 @@ type serviceFlags struct {
 	workerID string
 	ackWait  time.Duration
 	github   githubFlags
+	// gh is the GitHub connection opened from the github flags (nil
+	// when GitHub is not configured).
+	gh *githubConn
 }
 
 func (s *serviceFlags) register(fs *flag.FlagSet, env *cliEnv) {
@@ -47,9 +54,9 @@ func (s *serviceFlags) register(fs *flag.FlagSet, env *cliEnv) {
 	fs.IntVar(&s.slots, "slots", 2, "tasks this process runs at once")
 	fs.IntVar(&s.perRepo, "per-repo", 0, "tasks of one repository run at once by this process (0: no cap)")
 	fs.DurationVar(&s.grace, "grace", 30*time.Second, "on SIGTERM, how long running tasks may finish before they are handed back")
-	fs.IntVar(&s.warm, "warm", 0, "sandboxes kept warm for the next tasks (pool size)")
-	fs.StringVar(&s.image, "image", "", "default sandbox image (default "+defaultImage+")")
-	fs.StringVar(&s.network, "network", "", "default sandbox network: none (default) or bridge")
+	fs.IntVar(&s.warm, "warm", 0, "keep a ready sandbox of each of the N most recently used environment snapshots")
+	fs.StringVar(&s.image, "image", "", "base image of repositories that name none (default "+defaultImage+")")
+	fs.StringVar(&s.network, "network", "", "bridge: let tasks ask for a bridged network, bypassing the egress proxy (policy network_bridge)")
 	fs.StringVar(&s.verify, "verify", "finish", "when agents run the tests: finish, after_write or never")
 	fs.StringVar(&s.otlp, "otlp-endpoint", "", "OTLP/HTTP base URL for traces, spans go to its /v1/traces (default $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, or $OTEL_EXPORTER_OTLP_ENDPOINT; with none of them, no tracing)")
 	fs.StringVar(&s.workerID, "worker-id", "", "name of this worker in task states (default host-pid)")
@@ -77,9 +84,17 @@ func (s *serviceFlags) check(minSlots int) error {
 	return nil
 }
 
-func (s *serviceFlags) workerOptions() workerOptions {
-	return workerOptions{common: s.common, image: s.image, verify: agent.VerifyPolicy(s.verify),
-		network: s.network, warm: s.warm, deployment: s.common.deployment}
+// workerOptions are the worker's options; loopback says whether the API
+// tasks come through listens on loopback only (the built-in policy then
+// lets tasks name paths on this disk and scripted models).
+func (s *serviceFlags) workerOptions(gh *githubConn, loopback bool) workerOptions {
+	o := workerOptions{common: s.common, image: s.image, verify: agent.VerifyPolicy(s.verify),
+		network: s.network, warm: s.warm, deployment: s.common.deployment, credentials: gh.credentials(),
+		checkMounts: true, loopback: loopback}
+	if gh != nil {
+		o.caBundle = gh.ca
+	}
+	return o
 }
 
 // serveFlags are the flags of `wrench serve`.
@@ -87,11 +102,73 @@ type serveFlags struct {
 	service    serviceFlags
 	httpAddr   string
 	natsListen string
-	nats       natsFlags
-	token      string
-	maxBody    int64
+	// natsCert and natsKey are the embedded NATS's TLS certificate.
+	natsCert, natsKey string
+	nats              natsFlags
+	token             string
+	maxBody           int64
 	// githubSecret enables the GitHub webhook.
 	githubSecret string
+}
+
+// embeddedNATS configures the embedded NATS. Listening for workers, it
+// admits only the worker user whose seed is DATA/nats/worker.nk (made on
+// first use), over TLS beyond loopback (a certificate made under
+// DATA/nats/tls unless --nats-tls-cert and --nats-tls-key name one);
+// signIn is the worker flags that go with it.
+func (f *serveFlags) embeddedNATS(dataDir string) (cfg natsserver.Config, signIn string, err error) {
+	cfg = natsserver.Config{DataDir: dataDir, Listen: f.natsListen}
+	if f.natsListen == "" {
+		return cfg, "", nil
+	}
+	seed := filepath.Join(dataDir, "nats", "worker.nk")
+	pub, err := natsserver.EnsureUserSeed(seed)
+	if err != nil {
+		return cfg, "", err
+	}
+	cfg.NKeys = []string{pub}
+	signIn = "--nats-nkey " + seed
+	host, _, _ := net.SplitHostPort(f.natsListen)
+	switch {
+	case f.natsCert != "":
+		cert, err := tls.LoadX509KeyPair(f.natsCert, f.natsKey)
+		if err != nil {
+			return cfg, "", fmt.Errorf("--nats-tls-cert/--nats-tls-key: %w", err)
+		}
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	case !isLoopbackHost(host):
+		tlsCfg, ca, err := natsserver.EnsureCert(filepath.Join(dataDir, "nats", "tls"), []string{host})
+		if err != nil {
+			return cfg, "", err
+		}
+		cfg.TLS = tlsCfg
+		signIn += " --nats-ca " + ca
+	}
+	return cfg, signIn, nil
+}
+
+// workerURL is the URL workers dial: tls:// when the server requires TLS.
+func workerURL(clientURL string, tlsOn bool) string {
+	if tlsOn {
+		return strings.Replace(clientURL, "nats://", "tls://", 1)
+	}
+	return clientURL
+}
+
+// listensOnLoopback reports whether ln accepts connections from this
+// machine only.
+func listensOnLoopback(ln net.Listener) bool {
+	host, _, err := net.SplitHostPort(ln.Addr().String())
+	return err == nil && isLoopbackHost(host)
+}
+
+// isLoopbackHost reports whether a listen host reaches only this machine.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // check validates what serve adds to the service flags.
@@ -106,6 +183,9 @@ func (f *serveFlags) check() error {
 	if external && f.natsListen != "" {
 		return errors.New("--nats joins an external NATS and --nats-listen serves the embedded one: give one of them")
 	}
+	if (f.natsCert == "") != (f.natsKey == "") || (f.natsCert != "" && f.natsListen == "") {
+		return errors.New("--nats-tls-cert and --nats-tls-key go together, with --nats-listen")
+	}
 	if f.service.slots == 0 && !external && f.natsListen == "" {
 		return errors.New("--slots 0 runs no tasks here: give --nats-listen (or --nats) so that workers can run them")
 	}
@@ -118,22 +198,40 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) int {
 	fs.SetOutput(env.stderr)
 	f.service.register(fs, env)
 	fs.StringVar(&f.httpAddr, "http", defaultHTTPAddr, "HTTP API, /metrics and health address")
-	fs.StringVar(&f.natsListen, "nats-listen", "", "also serve the embedded NATS on this address so `wrench worker` can join (default: in-process only)")
+	fs.StringVar(&f.natsListen, "nats-listen", "", "also serve the embedded NATS on this `HOST:PORT` so wrench worker can join (default: in-process only)")
+	fs.StringVar(&f.natsCert, "nats-tls-cert", "", "TLS certificate (PEM) of the embedded NATS (with --nats-listen; default beyond loopback: one made under the data dir)")
+	fs.StringVar(&f.natsKey, "nats-tls-key", "", "TLS key (PEM) of --nats-tls-cert")
 	f.nats.register(fs, "join this external NATS (URLs comma-separated for a cluster) instead of embedding one")
+	f.nats.layout.register(fs)
 	fs.StringVar(&f.token, "token", env.getenv("WRENCH_API_TOKEN"), "bearer token the API requires (default $WRENCH_API_TOKEN; required off loopback)")
 	fs.Int64Var(&f.maxBody, "max-body", api.DefaultMaxBody, "largest accepted request body, in bytes")
 	fs.StringVar(&f.githubSecret, "github-webhook-secret", env.getenv("WRENCH_GITHUB_WEBHOOK_SECRET"), "serve POST /webhooks/github, verifying deliveries with this secret (default $WRENCH_GITHUB_WEBHOOK_SECRET; none: no webhook)")
-	if err := fs.Parse(args); err != nil {
-		return exitBadInput
+	pos, code, ok := parseCommand(env, fs, args)
+	if !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.stderr, "wrench serve: unexpected argument %q\n", fs.Arg(0))
+	if len(pos) > 0 {
+		fmt.Fprintf(env.stderr, "wrench serve: unexpected argument %q\n", pos[0])
 		return exitBadInput
 	}
 	if err := f.check(); err != nil {
 		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
 		return exitBadInput
 	}
+	dataDir, err := f.service.common.resolvedDataDir()
+	if err != nil {
+		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
+		return exitBadInput
+	}
+	unlock, err := lockDataDir(dataDir)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
+		if errors.Is(err, errDataDirLocked) {
+			return exitBadInput
+		}
+		return exitInfra
+	}
+	defer unlock()
 	ln, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "wrench serve: listen on %s: %v\n", f.httpAddr, err)
@@ -142,18 +240,25 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) int {
 	defer ln.Close()
 	// With no slots this process runs no task: it needs no worker, so no
 	// Docker engine and no workspaces.
+	gh, err := f.service.github.open(f.service.common.logger(env))
+	if err != nil {
+		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
+		return exitBadInput
+	}
+	if err := gh.usePolicy(f.service.workerOptions(gh, listensOnLoopback(ln))); err != nil {
+		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
+		return exitBadInput
+	}
+	f.service.gh = gh
 	var runner dispatcher.Runner
 	if f.service.slots > 0 {
-		w, cleanup, err := newWorker(ctx, env, f.service.workerOptions())
+		w, cleanup, err := newWorker(ctx, env, f.service.workerOptions(gh, listensOnLoopback(ln)))
 		if err != nil {
 			fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
 			return exitCodeFor(err)
 		}
 		defer cleanup()
-		if runner, err = f.service.github.wrap(w, f.service.common, env); err != nil {
-			fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
-			return exitBadInput
-		}
+		runner = w
 	}
 	return serve(ctx, env, f, runner, ln)
 }
@@ -197,50 +302,79 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 
 	var conn *queue.Conn
 	var where string
+	known := queue.SyncUnknown
 	if f.nats.url != "" {
-		if conn, err = f.nats.connect(ctx, log); err != nil {
+		if conn, err = f.nats.connect(ctx, log, true); err != nil {
 			return fail(err)
 		}
-		where = "queue on " + conn.NATS().ConnectedUrlRedacted()
+		where = "queue on " + conn.URL()
 	} else {
 		dataDir, err := f.service.common.resolvedDataDir()
 		if err != nil {
 			return fail(err)
 		}
-		emb, err := queue.StartEmbedded(ctx, queue.EmbeddedConfig{DataDir: dataDir, Listen: f.natsListen, Logger: log})
+		ncfg, signIn, err := f.embeddedNATS(dataDir)
+		if err != nil {
+			return fail(err)
+		}
+		ncfg.Logger = log
+		emb, err := natsserver.Start(ctx, ncfg)
 		if err != nil {
 			return fail(err)
 		}
 		defer emb.Shutdown()
-		conn, err = queue.Connect(ctx, queue.Config{
-			ConnectOptions: []nats.Option{emb.ConnectOption()},
-			Propagator:     telemetry.Propagator(),
-			Logger:         log,
-		})
-		if err != nil {
+		qcfg := f.nats.layout.config(log, true)
+		qcfg.ConnectOptions = []nats.Option{emb.ConnectOption()}
+		if conn, err = queue.Connect(ctx, qcfg); err != nil {
 			return fail(err)
 		}
 		where = "data in " + dataDir
+		if emb.SyncAlways() {
+			known = queue.SyncAlways
+		}
 		if emb.ClientURL() != "" {
-			fmt.Fprintf(env.stderr, "wrench serve: NATS for workers at %s\n", emb.ClientURL())
+			fmt.Fprintf(env.stderr, "wrench serve: NATS for workers at %s\n", workerURL(emb.ClientURL(), ncfg.TLS != nil))
+			fmt.Fprintf(env.stderr, "wrench serve: workers sign in with %s\n", signIn)
 		}
 	}
-	defer closeConn(conn)
+	defer conn.Close()
+	reportDurability(ctx, env, "wrench serve", log, conn, known, splitList(f.nats.monitors), tel.metrics)
+	defer startSweeper(ctx, conn.Submissions(), tel.metrics, log)()
 
 	var d *dispatcher.Dispatcher
 	if runner != nil {
-		if d, err = dispatcher.New(conn, runner, tel.dispatcherConfig(f.service, log)); err != nil {
+		dcfg := tel.dispatcherConfig(f.service, log)
+		if dcfg.Finalizer, err = f.service.gh.finalizer(conn, dcfg.WorkerID, f.service.ackWait, f.service.common, env); err != nil {
 			return fail(err)
 		}
+		if d, err = dispatcher.New(dispatcher.NATS(conn), runner, dcfg); err != nil {
+			return fail(err)
+		}
+	} else if err := dispatcher.OpenQueue(ctx, dispatcher.NATS(conn).Work, tel.dispatcherConfig(f.service, log)); err != nil {
+		// No worker may have started yet: the consumer the workers share
+		// (and an autoscaler reads) is made now, with the settings a
+		// worker's dispatcher gives it.
+		return fail(err)
 	}
-	backend := countingBackend{Conn: conn, m: tel.metrics}
+	submitter := countingSubmitter{Submissions: conn.Submissions(), m: tel.metrics}
+	// The API and the webhook admit only what the policy allows; its
+	// built-in form allows paths on this disk and scripted models only
+	// while the API listens on loopback.
+	pol, err := loadPolicy(f.service.workerOptions(f.service.gh, listensOnLoopback(ln)))
+	if err != nil {
+		return fail(err)
+	}
 	srv, err := api.NewServer(api.Config{
-		Backend:        apiBackend{backend},
+		Admit:          pol.Admit,
+		Submitter:      apiSubmitter{submitter},
+		States:         conn.States(),
+		Events:         conn.Events(),
+		Artifacts:      conn.Artifacts(),
 		Token:          f.token,
 		MaxBody:        f.maxBody,
 		Logger:         log.With("component", "api"),
 		Metrics:        telemetry.Handler(tel.registry),
-		Ready:          natsReady(conn),
+		Ready:          func(context.Context) error { return conn.Ready() },
 		TracerProvider: tel.tp,
 		Propagator:     telemetry.Propagator(),
 		ObserveRequest: tel.metrics.HTTPRequest,
@@ -248,15 +382,18 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 	if err != nil {
 		return fail(err)
 	}
-	if err := f.service.github.mountWebhook(srv, f.githubSecret, backend, env, f.service.common); err != nil {
+	if err := f.service.gh.mountWebhook(srv, f.service.github, f.githubSecret, submitter, pol, env, f.service.common); err != nil {
 		return fail(err)
 	}
 	slots := fmt.Sprintf("%d slots", f.service.slots)
 	if d == nil {
 		slots = "API only, no slots"
 	}
+	if d != nil {
+		warnNoModelKey(env, "wrench serve")
+	}
 	fmt.Fprintf(env.stderr, "wrench serve: API on http://%s (%s, %s)\n", ln.Addr(), where, slots)
-	log.Info("serving", "http", ln.Addr().String(), "nats", conn.NATS().ConnectedUrlRedacted(), "slots", f.service.slots)
+	log.Info("serving", "http", ln.Addr().String(), "nats", conn.URL(), "slots", f.service.slots)
 	if d == nil {
 		return runAPI(ctx, log, conn, tel.metrics, srv, ln)
 	}
@@ -268,7 +405,7 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 func runAPI(ctx context.Context, log *slog.Logger, conn *queue.Conn, m *telemetry.Metrics, h http.Handler, ln net.Listener) int {
 	lagCtx, stopLag := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { reportLag(lagCtx, conn, m, log) })
+	wg.Go(func() { reportLag(lagCtx, conn.Work(), m, log) })
 	defer func() {
 		stopLag()
 		wg.Wait()
@@ -334,14 +471,21 @@ func runService(ctx context.Context, log *slog.Logger, d *dispatcher.Dispatcher,
 	return exitOK
 }
 
-// countingBackend counts accepted submissions in the metrics.
-type countingBackend struct {
-	*queue.Conn
+// countingSubmitter counts accepted submissions in the metrics.
+type countingSubmitter struct {
+	*queue.Submissions
 	m *telemetry.Metrics
 }
 
-func (b countingBackend) Submit(ctx context.Context, t task.Task) (task.Status, bool, error) {
-	st, dup, err := b.Conn.Submit(ctx, t)
+func (b countingSubmitter) Submit(ctx context.Context, t task.Task) (task.Status, bool, error) {
+	// What only the agent knows is checked here, where the API and the
+	// webhook hand tasks in: a bad one is rejected (400) naming its field,
+	// never queued to fail on a worker. The task's own rules (task.Validate)
+	// are checked once, by Submissions.Submit.
+	if err := agent.CheckTask(&t); err != nil {
+		return task.Status{}, false, err
+	}
+	st, dup, err := b.Submissions.Submit(ctx, t)
 	if err == nil && !dup {
 		b.m.TaskSubmitted(t.Source.Kind)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -215,7 +216,7 @@ func TestServeFlagErrors(t *testing.T) {
 		want string
 	}{
 		{"nats and nats-listen", []string{"--nats", "nats://127.0.0.1:1", "--nats-listen", "127.0.0.1:0"}, "--nats-listen"},
-		{"creds without nats", []string{"--nats-creds", creds}, "--nats-creds needs --nats"},
+		{"creds without nats", []string{"--nats-creds", creds}, "--nats-creds, --nats-nkey and --nats-ca need --nats"},
 		{"missing creds file", []string{"--nats", "nats://127.0.0.1:1", "--nats-creds", "/no/such.creds"}, "/no/such.creds"},
 		{"no slots and nobody to run tasks", []string{"--slots", "0"}, "--slots 0"},
 		{"negative slots", []string{"--slots", "-1"}, "--slots"},
@@ -231,4 +232,110 @@ func TestServeFlagErrors(t *testing.T) {
 	if code, _, errOut := wrench(t, nil, "worker", "--slots", "0", "--nats", "nats://127.0.0.1:1"); code != exitBadInput || !strings.Contains(errOut, "--slots") {
 		t.Errorf("worker --slots 0: exit %d: %s", code, errOut)
 	}
+}
+
+// TestServeAPIOnlyMakesWorkersConsumer: with KEDA at zero workers, the only
+// wrench process is the API (`serve --nats URL --slots 0`) on a fresh NATS.
+// KEDA's nats-jetstream scaler reads the workers consumer from the
+// server's monitoring endpoint (/jsz?acc=$G&consumers=true); that consumer
+// must exist, and count a submitted task as pending, before any worker
+// starts, or KEDA reports "consumer not found" and never scales up.
+func TestServeAPIOnlyMakesWorkersConsumer(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+		StoreDir: t.TempDir(), HTTPHost: "127.0.0.1", HTTPPort: server.RANDOM_PORT, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	monitor := "http://" + srv.MonitorAddr().String()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base := startServeBinary(t, ctx, []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"},
+		"serve", "--nats", srv.ClientURL(), "--slots", "0", "--http", "127.0.0.1:0", "--data-dir", t.TempDir())
+	if code, _, errOut := wrench(t, &testServer{url: base}, "submit", "--repo", "https://example.com/r.git", "--task", "resolve"); code != exitOK {
+		t.Fatalf("submit: %d %s", code, errOut)
+	}
+	resp, err := http.Get(monitor + "/jsz?acc=$G&consumers=true&config=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var jsz struct {
+		Accounts []struct {
+			Name    string `json:"name"`
+			Streams []struct {
+				Name      string `json:"name"`
+				Consumers []struct {
+					Name       string `json:"name"`
+					NumPending int    `json:"num_pending"`
+				} `json:"consumer_detail"`
+			} `json:"stream_detail"`
+		} `json:"account_details"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range jsz.Accounts {
+		for _, s := range a.Streams {
+			for _, c := range s.Consumers {
+				if a.Name == "$G" && s.Name == "WRENCH_TASKS" && c.Name == "wrench-workers" {
+					if c.NumPending != 1 {
+						t.Errorf("consumer wrench-workers has %d pending, want the submitted task", c.NumPending)
+					}
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("the monitoring endpoint shows no consumer wrench-workers on WRENCH_TASKS: %+v", jsz)
+}
+
+// startServeBinary starts the built binary with args and env until the test
+// ends, and returns its API's base URL once it serves.
+func startServeBinary(t *testing.T, ctx context.Context, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, wrenchBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	lines := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logs.Write([]byte(sc.Text() + "\n"))
+			if u, ok := strings.CutPrefix(sc.Text(), "wrench serve: API on "); ok {
+				lines <- u
+			}
+		}
+		done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-done
+	})
+	select {
+	case banner := <-lines:
+		base, _, _ := strings.Cut(banner, " ")
+		return base
+	case err := <-done:
+		t.Fatalf("serve exited: %v\n%s", err, logs.String())
+	case <-ctx.Done():
+		t.Fatalf("serve did not start:\n%s", logs.String())
+	}
+	return ""
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/wrenchworks/wrench/api"
-	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -36,7 +35,7 @@ func benchThroughput(b *testing.B, warm int) {
 	b.Cleanup(func() { removeContainers(deployment) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	srv, apiURL, _ := startServeProc(b, ctx, "--slots", "4", "--warm", strconv.Itoa(warm),
+	srv, apiURL, _, _ := startServeProc(b, ctx, "--slots", "4", "--warm", strconv.Itoa(warm),
 		"--data-dir", b.TempDir(), "--deployment", deployment)
 	repo, script := helloRepo(b, 0)
 	c := api.NewClient(apiURL, "")
@@ -86,7 +85,7 @@ func BenchmarkServiceLatency(b *testing.B) {
 			b.Cleanup(func() { removeContainers(deployment) })
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 			defer cancel()
-			srv, apiURL, _ := startServeProc(b, ctx, "--slots", "4", "--warm", strconv.Itoa(warm),
+			srv, apiURL, _, _ := startServeProc(b, ctx, "--slots", "4", "--warm", strconv.Itoa(warm),
 				"--data-dir", b.TempDir(), "--deployment", deployment)
 			repo, script := helloRepo(b, 0)
 			c := api.NewClient(apiURL, "")
@@ -126,7 +125,7 @@ func runAll(b testing.TB, ctx context.Context, c *api.Client, tasks []task.Task)
 		want[t.ID] = true
 	}
 	for len(want) > 0 {
-		lr, err := c.List(ctx, queue.ListOptions{Limit: queue.MaxListLimit})
+		lr, err := c.List(ctx, task.ListOptions{Limit: task.MaxListLimit})
 		if err != nil {
 			b.Fatalf("list: %v", err)
 		}
@@ -165,7 +164,7 @@ func BenchmarkServiceMemoryPerTask(b *testing.B) {
 		deployment := fmt.Sprintf("bench-mem-%d", time.Now().UnixNano())
 		b.Cleanup(func() { removeContainers(deployment) })
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		srv, apiURL, _ := startServeProc(b, ctx, "--slots", strconv.Itoa(inFlight),
+		srv, apiURL, _, _ := startServeProc(b, ctx, "--slots", strconv.Itoa(inFlight),
 			"--data-dir", b.TempDir(), "--deployment", deployment)
 		repo, quick := helloRepo(b, 0)
 		_, slow := helloRepo(b, 5*time.Minute)

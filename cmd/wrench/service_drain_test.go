@@ -7,13 +7,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/wrenchworks/wrench/api"
 	"github.com/wrenchworks/wrench/dispatcher"
-	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -131,7 +131,7 @@ func TestWorkerJoinsServe(t *testing.T) {
 
 	workerErr := &syncBuffer{}
 	wenv := &cliEnv{stdin: strings.NewReader(""), stdout: io.Discard, stderr: workerErr, getenv: func(string) string { return "" }}
-	wf := workerFlags{nats: natsFlags{url: natsURL}, httpAddr: "127.0.0.1:0",
+	wf := workerFlags{nats: natsFlags{url: natsURL, nkey: filepath.Join(sf.service.common.dataDir, "nats", "worker.nk")}, httpAddr: "127.0.0.1:0",
 		service: serviceFlags{common: commonFlags{logLevel: "error"}, slots: 2, verify: "finish", ackWait: time.Second, workerID: "w-remote"}}
 	workerDone := make(chan int, 1)
 	go func() { workerDone <- runWorker(ctx, wenv, wf, fakeRunner(nil)) }()
@@ -147,7 +147,7 @@ func TestWorkerJoinsServe(t *testing.T) {
 	defer wcancel()
 	var resolved []task.Status
 	for len(resolved) < 2 {
-		lr, err := c.List(wctx, queue.ListOptions{State: task.StateResolved})
+		lr, err := c.List(wctx, task.ListOptions{State: task.StateResolved})
 		if err != nil {
 			t.Fatalf("waiting for the worker to resolve two tasks: %v", err)
 		}
@@ -193,7 +193,7 @@ func TestServeGraceLetsRunningTasksFinish(t *testing.T) {
 	srv := &testServer{url: "http://" + ln.Addr().String()}
 	c := api.NewClient(srv.url, "")
 	for {
-		if _, err := c.List(ctx, queue.ListOptions{}); err == nil {
+		if _, err := c.List(ctx, task.ListOptions{}); err == nil {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)

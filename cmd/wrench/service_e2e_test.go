@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/wrenchworks/wrench/api"
-	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -45,8 +44,8 @@ func TestServiceEndToEnd(t *testing.T) {
 	defer cancel()
 
 	serveData, workerData := t.TempDir(), t.TempDir()
-	srv, apiURL, natsURL := startServeProc(t, ctx, "--slots", "2", "--data-dir", serveData, "--deployment", deployment)
-	wrk := startProc(t, "worker", "worker", "--nats", natsURL, "--slots", "2", "--http", "", "--data-dir", workerData,
+	srv, apiURL, natsURL, natsSeed := startServeProc(t, ctx, "--slots", "2", "--data-dir", serveData, "--deployment", deployment)
+	wrk := startProc(t, "worker", "worker", "--nats", natsURL, "--nats-nkey", natsSeed, "--slots", "2", "--http", "", "--data-dir", workerData,
 		"--deployment", deployment, "--worker-id", "w-joined", "--log-level", "info")
 	wrk.line(t, ctx, "wrench worker: w-joined joined ")
 
@@ -80,7 +79,7 @@ func TestServiceEndToEnd(t *testing.T) {
 	}
 	t.Logf("%d tasks over 2 processes x 2 slots in %s (%.1f tasks/min)", n, elapsed.Round(time.Second), float64(n)/elapsed.Minutes())
 
-	out, errOut, code := runWrench(t, ctx, []string{"WRENCH_SERVER=" + apiURL}, "list", "--json", "--limit", strconv.Itoa(queue.MaxListLimit))
+	out, errOut, code := runWrench(t, ctx, []string{"WRENCH_SERVER=" + apiURL}, "list", "--json", "--limit", strconv.Itoa(task.MaxListLimit))
 	var lr api.ListResponse
 	if code != exitOK || json.Unmarshal([]byte(out), &lr) != nil {
 		t.Fatalf("wrench list --json: exit %d: %s", code, errOut)
@@ -104,7 +103,7 @@ func TestServiceEndToEnd(t *testing.T) {
 	}
 	t.Logf("tasks by worker: %v; redelivered: %d", byWorker, redelivered)
 
-	finals, results := finalWrites(t, ctx, natsURL, ids)
+	finals, results := finalWrites(t, ctx, natsURL, natsSeed, ids)
 	for _, id := range ids {
 		if finals[id] != 1 || results[id] != 1 {
 			t.Errorf("%s: written final %d times, %d result events; want 1 and 1", id, finals[id], results[id])
@@ -138,10 +137,10 @@ func TestServiceSurvivesKilledWorker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	srv, apiURL, natsURL := startServeProc(t, ctx, "--slots", "0", "--data-dir", t.TempDir(), "--deployment", deployment)
+	srv, apiURL, natsURL, natsSeed := startServeProc(t, ctx, "--slots", "0", "--data-dir", t.TempDir(), "--deployment", deployment)
 	data := map[string]string{"w-a": t.TempDir(), "w-b": t.TempDir()}
 	startWorker := func(id string) *wrenchProc {
-		p := startProc(t, id, "worker", "--nats", natsURL, "--slots", "1", "--http", "", "--data-dir", data[id],
+		p := startProc(t, id, "worker", "--nats", natsURL, "--nats-nkey", natsSeed, "--slots", "1", "--http", "", "--data-dir", data[id],
 			"--deployment", deployment, "--worker-id", id, "--ack-wait", "3s", "--log-level", "info")
 		p.line(t, ctx, "wrench worker: "+id+" joined ")
 		return p
@@ -192,7 +191,7 @@ func TestServiceSurvivesKilledWorker(t *testing.T) {
 	if st, err := c.Status(ctx, "t-slow"); err != nil || st.State != task.StateResolved || st.Attempt < 2 {
 		t.Errorf("t-slow after the kill: %+v %v; want resolved on a later attempt", st, err)
 	}
-	finals, results := finalWrites(t, ctx, natsURL, ids)
+	finals, results := finalWrites(t, ctx, natsURL, natsSeed, ids)
 	for _, id := range ids {
 		if finals[id] != 1 || results[id] != 1 {
 			t.Errorf("%s: written final %d times, %d result events; want 1 and 1", id, finals[id], results[id])

@@ -24,14 +24,14 @@ type serviceTelemetry struct {
 
 func newServiceTelemetry(ctx context.Context, env *cliEnv, f serviceFlags, log *slog.Logger) (*serviceTelemetry, error) {
 	tp, stop, err := telemetry.SetupTracing(ctx, telemetry.TracingConfig{
-		Endpoint: f.otlp, ServiceVersion: version, Getenv: env.getenv,
+		Endpoint: f.otlp, ServiceVersion: buildVersion(), Getenv: env.getenv,
 	})
 	if err != nil {
 		return nil, err
 	}
 	reg := telemetry.NewRegistry()
 	m := telemetry.NewMetrics(reg)
-	m.SetBuildInfo(version)
+	m.SetBuildInfo(buildVersion())
 	return &serviceTelemetry{registry: reg, metrics: m, tp: tp,
 		tracer: telemetry.NewTaskTracer(tp, telemetry.TaskTracerConfig{}), stop: stop, log: log}, nil
 }

@@ -100,12 +100,19 @@ func startServe(t *testing.T, dataDir, token string, runner dispatcher.Runner) *
 // startServeWith is startServe with the flags changed by mod first.
 func startServeWith(t *testing.T, dataDir, token string, runner dispatcher.Runner, mod func(*serveFlags)) *testServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return startServeOn(t, "127.0.0.1:0", dataDir, token, runner, mod)
+}
+
+// startServeOn is startServeWith with the API listening on addr.
+func startServeOn(t *testing.T, addr, dataDir, token string, runner dispatcher.Runner, mod func(*serveFlags)) *testServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ts := &testServer{url: "http://" + ln.Addr().String(), stop: cancel, done: make(chan int, 1), stderr: &syncBuffer{}}
+	url := "http://" + strings.Replace(ln.Addr().String(), "0.0.0.0", "127.0.0.1", 1)
+	ts := &testServer{url: url, stop: cancel, done: make(chan int, 1), stderr: &syncBuffer{}}
 	env := &cliEnv{stdin: strings.NewReader(""), stdout: io.Discard, stderr: ts.stderr, getenv: func(string) string { return "" }}
 	f := serveFlags{httpAddr: ln.Addr().String(), token: token, maxBody: api.DefaultMaxBody,
 		service: serviceFlags{common: commonFlags{dataDir: dataDir, logLevel: os.Getenv("WRENCH_TEST_LOG")}, slots: 2, verify: "finish",
@@ -257,8 +264,10 @@ func TestServiceCommands(t *testing.T) {
 	}
 
 	// watch a final task: its events, then its exit code.
-	if code, _, errOut = wrench(t, srv, "watch", "t-file"); code != exitOK || !strings.Contains(errOut, "resolved") {
-		t.Errorf("watch: %d %s", code, errOut)
+	// Its progress and outcome are its output: on stdout, so they pipe.
+	if code, out, errOut = wrench(t, srv, "watch", "t-file"); code != exitOK || !strings.Contains(out, "→ bash") ||
+		!strings.Contains(out, "wrench: resolved") || errOut != "" {
+		t.Errorf("watch: %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, out, _ = wrench(t, srv, "watch", "--json", "t-file")
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != exitOK || !strings.Contains(lines[len(lines)-1], `"kind":"result"`) {
@@ -325,8 +334,8 @@ func TestServiceCancel(t *testing.T) {
 	if code, out, errOut = wrench(t, srv, "cancel", id); code != exitOK || !strings.Contains(out, id) {
 		t.Fatalf("cancel: %d %s %s", code, out, errOut)
 	}
-	if code, _, errOut = wrench(t, srv, "watch", id); code != exitUnresolved || !strings.Contains(errOut, "cancelled") {
-		t.Errorf("watch of a cancelled task: exit %d: %s", code, errOut)
+	if code, out, errOut = wrench(t, srv, "watch", id); code != exitUnresolved || !strings.Contains(out+errOut, "cancelled") {
+		t.Errorf("watch of a cancelled task: exit %d: %s%s", code, out, errOut)
 	}
 }
 

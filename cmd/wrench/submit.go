@@ -44,17 +44,20 @@ func cmdSubmit(ctx context.Context, env *cliEnv, args []string) int {
 	fs.IntVar(&f.maxTurns, "max-turns", 0, "model turns at most")
 	fs.Float64Var(&f.maxCost, "max-cost", 0, "model spend at most, in USD")
 	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of the task")
-	fs.BoolVar(&f.wait, "wait", false, "wait until the task is final and exit like `wrench run` (0 resolved, 1 unresolved, 2 rejected, 3 failed)")
+	fs.BoolVar(&f.wait, "wait", false, "wait until the task is final and exit like wrench run (0 resolved, 1 unresolved, 2 rejected, 3 failed)")
 	fs.BoolVar(&f.follow, "follow", false, "stream progress until the task is final (implies --wait)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return exitBadInput
+	pos, code, ok := parseCommand(env, fs, args)
+	if !ok {
+		return code
 	}
 	if len(pos) > 0 {
 		fmt.Fprintf(env.stderr, "wrench submit: unexpected argument %q\n", pos[0])
 		return exitBadInput
 	}
 	t, err := f.task(env)
+	if err == nil {
+		err = checkTask(&t, nil)
+	}
 	if err != nil {
 		fmt.Fprintf(env.stderr, "wrench submit: %v\n", err)
 		return exitBadInput
@@ -65,7 +68,7 @@ func cmdSubmit(ctx context.Context, env *cliEnv, args []string) int {
 		return clientError(env, "wrench submit", f.client, err)
 	}
 	if dup {
-		fmt.Fprintf(env.stderr, "wrench submit: task %s already exists (%s); not submitted again\n", st.TaskID, st.State)
+		fmt.Fprintf(env.stderr, "wrench submit: task %s already exists (%s); a task is queued at most once\n", st.TaskID, st.State)
 	}
 	if !f.wait && !f.follow {
 		if f.client.jsonOut {
@@ -78,7 +81,7 @@ func cmdSubmit(ctx context.Context, env *cliEnv, args []string) int {
 	if !f.client.jsonOut {
 		fmt.Fprintln(env.stdout, st.TaskID)
 	}
-	return waitFinal(ctx, env, "wrench submit", f.client, st, f.follow)
+	return waitFinal(ctx, env, env.stderr, "wrench submit", f.client, st, f.follow)
 }
 
 // task builds the task from --file or the task flags.
@@ -130,7 +133,7 @@ func (f *submitFlags) task(env *cliEnv) (task.Task, error) {
 		TestCommand: f.testCmd,
 		Image:       f.image,
 		Model:       f.model,
-		Protocol:    f.protocol,
+		Protocol:    task.Protocol(f.protocol),
 		Limits:      task.Limits{MaxTurns: f.maxTurns, MaxCostUSD: f.maxCost, Timeout: task.Duration(f.timeout)},
 		Source:      task.Source{Kind: "cli"},
 	}, nil

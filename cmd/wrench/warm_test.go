@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,9 +13,10 @@ import (
 	"time"
 )
 
-// TestServeWarmPool runs `wrench serve --warm 1`: a sandbox is started
-// before any task, a task runs in it (cloned into its directory) and
-// resolves, and SIGTERM leaves no container and no pool directory.
+// TestServeWarmPool runs `wrench serve --warm 1`: the first task on a
+// repository builds its environment snapshot, after which a sandbox of that
+// snapshot is kept ready; the next task on the repository starts in it
+// (its result says warm) and resolves, and SIGTERM leaves no container.
 func TestServeWarmPool(t *testing.T) {
 	requireImage(t)
 	repo := gitRepo(t, "go-calc")
@@ -30,23 +32,44 @@ func TestServeWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer serve.Process.Kill()
-
+	for {
+		if resp, err := http.Get(server + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal("serve never became ready")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	script := filepath.Join(moduleRoot(t), "examples", "go-calc", "fix.yaml")
+	submit := func() string {
+		t.Helper()
+		out, stderr, code := runWrench(t, ctx, nil, "submit", "--server", server, "--repo", repo, "--task", "Fix calc.",
+			"--test", "go test ./...", "--model", "scripted:"+script, "--wait")
+		if code != 0 {
+			t.Fatalf("submit --wait: exit %d\n%s%s", code, out, stderr)
+		}
+		id := strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
+		status, _, _ := runWrench(t, ctx, nil, "status", "--server", server, id, "--json")
+		if !strings.Contains(status, `"resolved"`) {
+			t.Fatalf("status: %s", status)
+		}
+		return status
+	}
+	if first := submit(); strings.Contains(first, `"warm": true`) {
+		t.Errorf("the first task cannot have found a warm sandbox: %s", first)
+	}
 	for containersOf(t, deployment) == 0 {
 		if ctx.Err() != nil {
-			t.Fatal("no warm sandbox was started")
+			t.Fatal("no warm sandbox of the snapshot was started")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	script := filepath.Join(moduleRoot(t), "examples", "go-calc", "fix.yaml")
-	out, stderr, code := runWrench(t, ctx, nil, "submit", "--server", server, "--repo", repo, "--task", "Fix calc.",
-		"--test", "go test ./...", "--model", "scripted:"+script, "--wait")
-	if code != 0 {
-		t.Fatalf("submit --wait: exit %d\n%s%s", code, out, stderr)
-	}
-	id := strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
-	status, _, _ := runWrench(t, ctx, nil, "status", "--server", server, id, "--json")
-	if !strings.Contains(status, `"resolved"`) {
-		t.Fatalf("status: %s", status)
+	if second := submit(); !strings.Contains(second, `"warm": true`) || !strings.Contains(second, `"snapshot": "hit"`) {
+		t.Errorf("the second task did not start warm from the snapshot: %s", second)
 	}
 
 	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
@@ -55,11 +78,6 @@ func TestServeWarmPool(t *testing.T) {
 	serve.Wait()
 	if n := containersOf(t, deployment); n != 0 {
 		t.Errorf("%d containers left after SIGTERM", n)
-	}
-	if n := entries(t, filepath.Join(data, "warm")); n != 0 {
-		if m, _ := filepath.Glob(filepath.Join(data, "warm", "*", "*")); len(m) != 0 {
-			t.Errorf("pool directories left: %v", m)
-		}
 	}
 }
 

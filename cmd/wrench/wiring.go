@@ -6,16 +6,22 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/client"
 
 	"github.com/wrenchworks/wrench/agent"
+	"github.com/wrenchworks/wrench/egress"
+	"github.com/wrenchworks/wrench/environment"
 	"github.com/wrenchworks/wrench/llm"
+	"github.com/wrenchworks/wrench/policy"
 	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/sandbox/docker"
+	"github.com/wrenchworks/wrench/sandbox/pool"
 	"github.com/wrenchworks/wrench/task"
 	"github.com/wrenchworks/wrench/telemetry"
 	"github.com/wrenchworks/wrench/worker"
@@ -23,11 +29,14 @@ import (
 )
 
 // defaultImage is the sandbox image `wrench image build` produces.
-const defaultImage = "wrench-sandbox:default"
+const defaultImage = sandbox.DefaultImage
 
 // commonFlags are the flags every command that runs tasks shares.
 type commonFlags struct {
 	dataDir    string
+	policy     string
+	envMaxSize string
+	sandboxCA  string
 	deployment string
 	logLevel   string
 	runtime    string
@@ -37,6 +46,7 @@ type commonFlags struct {
 // agentFlags tune the agent itself.
 type agentFlags struct {
 	prompts        string
+	prices         string
 	subAgents      bool
 	codeSearch     bool
 	noDiagnostics  bool
@@ -44,7 +54,15 @@ type agentFlags struct {
 }
 
 // config builds the agent's configuration from the flags.
-func (a agentFlags) config(prices map[string]agent.Price, log *slog.Logger) (agent.Config, error) {
+func (a agentFlags) config(log *slog.Logger) (agent.Config, error) {
+	prices := llm.DefaultPrices()
+	if a.prices != "" {
+		override, err := llm.LoadPrices(a.prices)
+		if err != nil {
+			return agent.Config{}, &task.ValidationError{Fields: []task.FieldError{{Field: "--prices", Problem: err.Error()}}}
+		}
+		maps.Copy(prices, override)
+	}
 	cfg := agent.Config{
 		Prices:                prices,
 		SubAgents:             agent.SubAgentConfig{Enabled: a.subAgents},
@@ -67,15 +85,19 @@ func (a agentFlags) config(prices map[string]agent.Price, log *slog.Logger) (age
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, env *cliEnv) {
-	fs.StringVar(&c.dataDir, "data-dir", env.getenv("WRENCH_DATA_DIR"), "where workspaces, mirrors and state live (default ~/.cache/wrench)")
+	fs.StringVar(&c.dataDir, "data-dir", env.getenv("WRENCH_DATA_DIR"), "where workspaces, mirrors and state live (default $WRENCH_DATA_DIR, else ~/.cache/wrench)")
 	fs.StringVar(&c.deployment, "deployment", "local", "deployment name put on containers and workspaces (the reaper's scope)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
 	fs.StringVar(&c.agent.prompts, "prompts", "", "directory of prompt templates overriding the built-in ones (system.tmpl, instance.tmpl, …)")
+	fs.StringVar(&c.agent.prices, "prices", "", "YAML or JSON file of model prices per million tokens, over the built-in list (see docs/operations.md)")
 	fs.BoolVar(&c.agent.subAgents, "subagents", false, "offer the agent a read-only research sub-agent")
 	fs.BoolVar(&c.agent.codeSearch, "code-search", false, "offer the agent a ranked code search tool")
 	fs.BoolVar(&c.agent.noDiagnostics, "no-diagnostics", false, "do not run syntax checks (gofmt -e, python ast) after writes")
 	fs.BoolVar(&c.agent.noProjectRules, "no-project-instructions", false, "ignore AGENTS.md and .wrench/instructions.md in the repository")
-	fs.StringVar(&c.runtime, "runtime", env.getenv("WRENCH_RUNTIME"), "OCI runtime of sandboxes, e.g. runsc for gVisor (default: the engine's)")
+	fs.StringVar(&c.runtime, "runtime", env.getenv("WRENCH_RUNTIME"), "OCI runtime of sandboxes, e.g. runsc for gVisor (default $WRENCH_RUNTIME, else the engine's)")
+	fs.StringVar(&c.sandboxCA, "sandbox-ca", env.getenv("WRENCH_SANDBOX_CA"), "PEM file of the CA certificates sandboxes' TLS clients trust (the complete trust store), for an egress path that re-signs TLS (default $WRENCH_SANDBOX_CA; none: the image's own)")
+	fs.StringVar(&c.envMaxSize, "env-max-size", "20GiB", "size budget of environment snapshots (what they add to their base images); the least recently used beyond it are pruned after each new one")
+	fs.StringVar(&c.policy, "policy", env.getenv("WRENCH_POLICY"), "server policy file: limits, egress, secrets, allowed repositories and models (see docs/environments.md; default $WRENCH_POLICY, else the built-in policy)")
 }
 
 // resolvedDataDir is the data dir, defaulting to the user's cache directory.
@@ -106,14 +128,73 @@ type workerOptions struct {
 	network    string
 	warm       int
 	deployment string
+	// loopback says the API (if any) listens on loopback only, which the
+	// built-in policy's defaults depend on.
+	loopback bool
 	// approval and approve are for `wrench run --approve confirm`.
 	approval agent.ApprovalMode
 	approve  agent.Approver
+	// onLimit is for `wrench run --on-limit ask` on a terminal.
+	onLimit func(agent.StopReason) bool
+	// credentials and caBundle reach the GitHub host (nil: none).
+	credentials workspace.Credentials
+	caBundle    []byte
+	// checkMounts checks at start that the engine sees the paths sandboxes
+	// bind-mount (serve and worker, which may run in a container).
+	checkMounts bool
 }
+
+// checkMounts fails when the engine cannot see the paths under dataDir
+// that sandboxes bind-mount (the shim's copy, the workspaces, the warm
+// pool's directories) at the same paths as this process: every task would
+// fail otherwise. When it cannot tell (engine down, image missing) it only
+// warns: those are reported again, per task, when they matter.
+func checkMounts(ctx context.Context, prov *docker.Provider, dataDir string, log *slog.Logger) error {
+	// Workspaces live in the sandboxes; what a sandbox mounts from this
+	// host is the shim binary and its egress proxy's socket directory.
+	egressDir := filepath.Join(dataDir, "egress")
+	if err := os.MkdirAll(egressDir, 0o755); err != nil {
+		return fmt.Errorf("egress: %w", err)
+	}
+	sources := []string{egressDir}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err := prov.CheckBindSources(cctx, sources...)
+	var hidden *docker.HiddenPathsError
+	if errors.As(err, &hidden) {
+		return err
+	}
+	if err != nil {
+		log.Warn("could not check that the docker engine sees the data directory at the same path", "err", err)
+	}
+	return nil
+}
+
+// gitAuth is the token for https clones from the environment, bound to the
+// hosts it belongs to: WRENCH_GIT_TOKEN to WRENCH_GIT_TOKEN_HOSTS
+// (comma-separated, default github.com), else GITHUB_TOKEN to github.com.
+// A task naming another host gets no token.
+func gitAuth(env *cliEnv) *workspace.Auth {
+	if tok := env.getenv("WRENCH_GIT_TOKEN"); tok != "" {
+		hosts := []string{defaultGitHost}
+		if v := strings.TrimSpace(env.getenv("WRENCH_GIT_TOKEN_HOSTS")); v != "" {
+			hosts = strings.Split(v, ",")
+		}
+		return &workspace.Auth{Token: tok, Hosts: hosts}
+	}
+	if tok := env.getenv("GITHUB_TOKEN"); tok != "" {
+		return &workspace.Auth{Token: tok, Hosts: []string{defaultGitHost}}
+	}
+	return nil
+}
+
+// defaultGitHost is where an environment git token goes unless told
+// otherwise.
+const defaultGitHost = "github.com"
 
 // secretEnv names the environment variables whose values never reach a
 // sandbox, a log line or a trajectory.
-var secretEnv = []string{"WRENCH_LLM_API_KEY", "OPENAI_API_KEY", "WRENCH_GIT_TOKEN", "GITHUB_TOKEN", "WRENCH_API_TOKEN"}
+var secretEnv = []string{"WRENCH_LLM_API_KEY", "OPENAI_API_KEY", "WRENCH_GIT_TOKEN", "GITHUB_TOKEN", "WRENCH_API_TOKEN", "WRENCH_GITHUB_WEBHOOK_SECRET"}
 
 func secrets(env *cliEnv) []string {
 	var out []string
@@ -125,52 +206,83 @@ func secrets(env *cliEnv) []string {
 	return out
 }
 
-// newWorker wires a worker from configuration: workspaces under the data
-// dir, the Docker sandbox provider, the model opener and the agent. cleanup
-// releases what it started.
+// loadPolicy reads --policy (or the built-in default) and applies the
+// flags that widen it: --image names the default base image, --network
+// bridge lets tasks ask for a bridged network.
+func loadPolicy(o workerOptions) (*policy.Policy, error) {
+	pol, err := policy.Load(o.common.policy, policy.Options{Loopback: o.loopback})
+	if err != nil {
+		return nil, &task.ValidationError{Fields: []task.FieldError{{Field: "--policy", Problem: err.Error()}}}
+	}
+	if o.image != "" {
+		pol.Defaults.Image = o.image
+	}
+	if o.network == "bridge" {
+		t := true
+		pol.Defaults.NetworkBridge = &t
+	}
+	return pol, nil
+}
+
+// newWorker wires a worker from configuration: mirrors and host clones
+// under the data dir, the Docker sandbox provider, environment snapshots,
+// the model opener and the agent. cleanup releases what it started.
 func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worker, func(), error) {
 	log := o.common.logger(env)
 	dataDir, err := o.common.resolvedDataDir()
 	if err != nil {
 		return nil, nil, err
 	}
+	pol, err := loadPolicy(o)
+	if err != nil {
+		return nil, nil, err
+	}
 	wsm, err := workspace.NewManager(workspace.Config{
-		Root:       filepath.Join(dataDir, "workspaces"),
-		MirrorDir:  filepath.Join(dataDir, "mirrors"),
-		Deployment: o.deployment,
-		Owner:      &workspace.Owner{UID: 1000, GID: 1000},
-		Logger:     log,
+		Root:        filepath.Join(dataDir, "workspaces"),
+		MirrorDir:   filepath.Join(dataDir, "mirrors"),
+		Deployment:  o.deployment,
+		Logger:      log,
+		Credentials: o.credentials,
+		CABundle:    o.caBundle,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("workspaces: %w", err)
 	}
-	shim, err := installShim(dataDir)
+	shim, releaseShim, err := installShim(dataDir, log)
 	if err != nil {
 		return nil, nil, err
 	}
 	dc, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
+		releaseShim()
 		return nil, nil, &sandbox.Error{Kind: sandbox.ErrUnavailable, Op: "connect", Err: err}
 	}
-	prov, err := docker.New(ctx, docker.Config{Client: dc, Deployment: o.deployment, DefaultImage: defaultImage,
+	prov, err := docker.New(ctx, docker.Config{Client: dc, Deployment: o.deployment, DefaultImage: firstNonEmpty(o.image, defaultImage),
 		ShimPath: shim, Runtime: o.common.runtime, Logger: log})
 	if err != nil {
 		dc.Close()
+		releaseShim()
 		return nil, nil, err
+	}
+	if o.checkMounts {
+		if err := checkMounts(ctx, prov, dataDir, log); err != nil {
+			prov.Close()
+			dc.Close()
+			releaseShim()
+			return nil, nil, err
+		}
 	}
 	// Whatever a crashed wrench of this deployment left behind goes now,
 	// and again every minute while this one runs.
 	stopReap := startReaper(ctx, wsm, o.deployment, nil, log)
+	closers := []func(){releaseShim, func() { _ = dc.Close() }, func() { _ = prov.Close() }, stopReap}
 	closeAll := func() {
-		stopReap()
-		_ = prov.Close()
-		_ = dc.Close()
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
 	}
-	var auth *workspace.Auth
-	if tok := firstNonEmpty(env.getenv("WRENCH_GIT_TOKEN"), env.getenv("GITHUB_TOKEN")); tok != "" {
-		auth = &workspace.Auth{Token: tok}
-	}
-	acfg, err := o.common.agent.config(llm.DefaultPrices().AgentPrices(), log)
+	auth := gitAuth(env)
+	acfg, err := o.common.agent.config(log)
 	if err != nil {
 		closeAll()
 		return nil, nil, err
@@ -180,77 +292,91 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 		closeAll()
 		return nil, nil, &task.ValidationError{Fields: []task.FieldError{{Field: "--prompts", Problem: err.Error()}}}
 	}
-	wcfg := worker.Config{
-		Workspaces:   workspaceOpener{m: wsm, auth: auth},
-		Sandboxes:    prov,
+	envs, stopEnvs, err := newEnvironments(prov, pol, dataDir, o, log)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	closers = append(closers, stopEnvs)
+	w, err := worker.New(worker.Config{
+		Sources:      worker.MirrorSources(wsm, auth),
+		Environments: envs,
 		Models:       modelOpener(env),
 		Agent:        ag,
+		Policy:       pol,
+		Getenv:       env.getenv,
+		Runtime:      o.common.runtime,
 		Approval:     o.approval,
 		Approve:      o.approve,
-		DefaultImage: firstNonEmpty(o.image, defaultImage),
+		OnLimit:      o.onLimit,
 		Verify:       o.verify,
-		Sandbox:      worker.SandboxDefaults{Network: o.network, Runtime: o.common.runtime},
 		Secrets:      secrets(env),
 		Logger:       log,
-	}
-	w, err := worker.New(wcfg)
+	})
 	if err != nil {
 		closeAll()
 		return nil, nil, err
 	}
-	if o.warm <= 0 {
-		return w, closeAll, nil
-	}
-	// A warm pool starts sandboxes shaped like a task that overrides
-	// nothing; the worker clones into a pooled sandbox's directory.
-	p, stopPool, err := startPool(prov, dataDir, o.warm, w.SandboxTemplate(), log)
+	return w, closeAll, nil
+}
+
+// newEnvironments wires environment snapshots: the store in the data dir
+// and, with --warm, a pool of sandboxes of the most used snapshots shaped
+// like a task that overrides no limit.
+func newEnvironments(prov *docker.Provider, pol *policy.Policy, dataDir string, o workerOptions, log *slog.Logger) (*environment.Builder, func(), error) {
+	store, err := environment.NewStore(prov, filepath.Join(dataDir, "environments"), o.deployment)
 	if err != nil {
-		closeAll()
 		return nil, nil, err
 	}
-	wcfg.Pool = poolAdapter{p}
-	if w, err = worker.New(wcfg); err != nil {
-		stopPool()
-		closeAll()
-		return nil, nil, err
-	}
-	return w, func() { stopPool(); closeAll() }, nil
-}
-
-// workspaceOpener adapts the go-git workspace manager to the worker,
-// classifying clone errors as the task's fault or a passing one.
-type workspaceOpener struct {
-	m    *workspace.Manager
-	auth *workspace.Auth
-}
-
-func (o workspaceOpener) Open(ctx context.Context, taskID string, repo task.Repo) (worker.Workspace, error) {
-	ws, err := o.m.Open(ctx, taskID, repo, o.auth)
+	budget, err := parseSize(o.common.envMaxSize)
 	if err != nil {
-		return nil, classifyClone(err)
+		return nil, nil, &task.ValidationError{Fields: []task.FieldError{{Field: "--env-max-size", Problem: err.Error()}}}
 	}
-	return ws, nil
-}
-
-// classifyClone marks a clone error as the task's fault or a passing one.
-func classifyClone(err error) error {
-	var ce *workspace.CloneError
-	if errors.As(err, &ce) {
-		if ce.Retriable {
-			return &worker.TransientError{Err: err}
+	// Every sandbox reaches the network only through the worker's audited
+	// egress proxy, one session per sandbox under <data>/egress.
+	sessions := &egress.Sessions{Dir: filepath.Join(dataDir, "egress"), Logger: log}
+	if o.common.sandboxCA != "" {
+		ca, err := os.ReadFile(o.common.sandboxCA)
+		if err != nil {
+			return nil, nil, &task.ValidationError{Fields: []task.FieldError{{Field: "--sandbox-ca", Problem: err.Error()}}}
 		}
-		return &worker.InputError{Err: err}
+		sessions.CABundle = ca
 	}
-	return err
-}
-
-// OpenIn clones into a warm sandbox's directory.
-func (o workspaceOpener) OpenIn(ctx context.Context, taskID, dir string, repo task.Repo) (worker.Workspace, error) {
-	ws, err := o.m.OpenIn(ctx, taskID, dir, repo, o.auth)
+	cfg := environment.Config{Sandboxes: prov, Images: prov, Snapshots: prov, Store: store, MaxBytes: budget, Egress: sessions, Logger: log}
+	stop := func() {}
+	if o.warm > 0 {
+		l := pol.Defaults.Limits
+		tmpl := sandbox.Spec{WritableRoot: true, Network: "none", MemoryBytes: l.MemoryMB << 20, NanoCPUs: int64(l.CPUs * 1e9),
+			Pids: l.Pids, DiskBytes: l.DiskMB << 20, Runtime: o.common.runtime}
+		// A warm sandbox gets an agent-phase egress session with nothing
+		// allowed; the task it is handed to gets the session.
+		beforeStart := func(ctx context.Context, spec *sandbox.Spec) (func(), error) {
+			dir, done, err := sessions.Open(ctx, pool.WarmTaskID, egress.PhaseAgent, nil, nil)
+			if err != nil {
+				return nil, err
+			}
+			spec.EgressDir = dir
+			return func() { done() }, nil
+		}
+		p, err := pool.New(prov, pool.Config{Size: 1, Template: tmpl, BeforeStart: beforeStart, Logger: log})
+		if err != nil {
+			return nil, nil, fmt.Errorf("warm pool: %w", err)
+		}
+		cfg.Pool, cfg.WarmSnapshots = p, o.warm
+		stop = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := p.Close(ctx); err != nil {
+				log.Warn("close warm pool", "err", err)
+			}
+		}
+	}
+	b, err := environment.NewBuilder(cfg)
 	if err != nil {
-		return nil, classifyClone(err)
+		stop()
+		return nil, nil, err
 	}
-	return ws, nil
+	return b, stop, nil
 }
 
 func modelOpener(env *cliEnv) worker.ModelOpener {
@@ -268,7 +394,7 @@ func modelOpener(env *cliEnv) worker.ModelOpener {
 }
 
 // humanModel is the --model value with which a person at the terminal
-// plays the model (seed 002's human mode).
+// plays the model (agent.HumanModel).
 const humanModel = "human"
 
 // checkModelSpec rejects a --model value that can never work before any

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/telemetry"
 )
 
@@ -25,12 +26,14 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) int {
 	fs.SetOutput(env.stderr)
 	f.service.register(fs, env)
 	f.nats.register(fs, "NATS server URL(s), comma-separated for a cluster (required; default $WRENCH_NATS_URL)")
+	f.nats.layout.register(fs)
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:7071", "address of /metrics, /healthz and /readyz (empty: none)")
-	if err := fs.Parse(args); err != nil {
-		return exitBadInput
+	pos, code, ok := parseCommand(env, fs, args)
+	if !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.stderr, "wrench worker: unexpected argument %q\n", fs.Arg(0))
+	if len(pos) > 0 {
+		fmt.Fprintf(env.stderr, "wrench worker: unexpected argument %q\n", pos[0])
 		return exitBadInput
 	}
 	if f.nats.url == "" {
@@ -40,18 +43,23 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "wrench worker: %v\n", err)
 		return exitBadInput
 	}
-	w, cleanup, err := newWorker(ctx, env, f.service.workerOptions())
+	gh, err := f.service.github.open(f.service.common.logger(env))
+	if err != nil {
+		fmt.Fprintf(env.stderr, "wrench worker: %v\n", err)
+		return exitBadInput
+	}
+	w, cleanup, err := newWorker(ctx, env, f.service.workerOptions(gh, true))
 	if err != nil {
 		fmt.Fprintf(env.stderr, "wrench worker: %v\n", err)
 		return exitCodeFor(err)
 	}
 	defer cleanup()
-	runner, err := f.service.github.wrap(w, f.service.common, env)
-	if err != nil {
+	if err := gh.usePolicy(f.service.workerOptions(gh, true)); err != nil {
 		fmt.Fprintf(env.stderr, "wrench worker: %v\n", err)
 		return exitBadInput
 	}
-	return runWorker(ctx, env, f, runner)
+	f.service.gh = gh
+	return runWorker(ctx, env, f, w)
 }
 
 // runWorker joins the NATS at f.natsURL and runs tasks with runner until
@@ -68,12 +76,17 @@ func runWorker(ctx context.Context, env *cliEnv, f workerFlags, runner dispatche
 		return fail(err)
 	}
 	defer tel.shutdown()
-	conn, err := f.nats.connect(ctx, log)
+	conn, err := f.nats.connect(ctx, log, false)
 	if err != nil {
 		return fail(err)
 	}
-	defer closeConn(conn)
-	d, err := dispatcher.New(conn, runner, tel.dispatcherConfig(f.service, log))
+	defer conn.Close()
+	reportDurability(ctx, env, "wrench worker", log, conn, queue.SyncUnknown, splitList(f.nats.monitors), tel.metrics)
+	dcfg := tel.dispatcherConfig(f.service, log)
+	if dcfg.Finalizer, err = f.service.gh.finalizer(conn, dcfg.WorkerID, f.service.ackWait, f.service.common, env); err != nil {
+		return fail(err)
+	}
+	d, err := dispatcher.New(dispatcher.NATS(conn), runner, dcfg)
 	if err != nil {
 		return fail(err)
 	}
@@ -82,9 +95,8 @@ func runWorker(ctx context.Context, env *cliEnv, f workerFlags, runner dispatche
 	if f.httpAddr != "" {
 		mux.Handle("GET /metrics", telemetry.Handler(tel.registry))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		ready := natsReady(conn)
 		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-			if err := ready(r.Context()); err != nil {
+			if err := conn.Ready(); err != nil {
 				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 				return
 			}
@@ -95,6 +107,7 @@ func runWorker(ctx context.Context, env *cliEnv, f workerFlags, runner dispatche
 		}
 		fmt.Fprintf(env.stderr, "wrench worker: metrics on http://%s/metrics\n", ln.Addr())
 	}
-	fmt.Fprintf(env.stderr, "wrench worker: %s joined %s with %d slots\n", d.WorkerID(), conn.NATS().ConnectedUrlRedacted(), f.service.slots)
+	warnNoModelKey(env, "wrench worker")
+	fmt.Fprintf(env.stderr, "wrench worker: %s joined %s with %d slots\n", d.WorkerID(), conn.URL(), f.service.slots)
 	return runService(ctx, log, d, mux, ln)
 }

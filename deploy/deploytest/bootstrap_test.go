@@ -1,9 +1,6 @@
 package deploytest
 
 import (
-	"archive/tar"
-	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,32 +21,6 @@ func needDocker(t *testing.T) {
 	}
 }
 
-// fakeWrenchImage imports an image holding only /usr/local/bin/wrench with
-// content, and removes it when the test ends.
-func fakeWrenchImage(t *testing.T, content string) string {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, d := range []string{"usr/", "usr/local/", "usr/local/bin/"} {
-		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.WriteHeader(&tar.Header{Name: "usr/local/bin/wrench", Mode: 0o755, Size: int64(len(content))}); err != nil {
-		t.Fatal(err)
-	}
-	tw.Write([]byte(content))
-	tw.Close()
-	tag := fmt.Sprintf("wrench-deploytest-bootstrap:%d", os.Getpid())
-	cmd := exec.Command("docker", "import", "--change", `ENTRYPOINT ["/usr/local/bin/wrench"]`, "-", tag)
-	cmd.Stdin = &buf
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("docker import: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() })
-	return tag
-}
-
 func runBootstrap(t *testing.T, env ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command("sh", filepath.Join(chartDir(t), "files", "bootstrap.sh"))
@@ -65,52 +36,79 @@ func TestBootstrapScriptSyntax(t *testing.T) {
 }
 
 // TestBootstrapScript runs the chart's bootstrap step against the real
-// engine: it must copy the binary out of Wrench's image into the data
-// directory, leave no container behind, and refuse to go on without the
-// sandbox image or an engine.
+// engine: it pulls the sandbox image from a registry that needs the pod's
+// image pull secrets, never pulls a reference that names no registry (it
+// would come from Docker Hub), refuses to go on without the sandbox image
+// or an engine, and gives the data directory to wrench's user. It copies
+// no binary: wrench copies itself into the data directory.
 func TestBootstrapScript(t *testing.T) {
 	needDocker(t)
-	const content = "#!/bin/sh\necho not really wrench\n"
-	img := fakeWrenchImage(t, content)
-	ids := func() string {
-		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "ancestor="+img).Output()
-		return strings.TrimSpace(string(out))
-	}
 	uid, gid := strconv.Itoa(os.Getuid()), strconv.Itoa(os.Getgid())
+	reg := newTestRegistry(t, "wrench-sandbox", strconv.Itoa(os.Getpid()), "puller", "s3cret-pull")
+	rmi := func() { exec.Command("docker", "rmi", "-f", reg.Image).Run() }
+	rmi()
+	t.Cleanup(rmi)
+	secrets := func(configs ...[]byte) string {
+		dir := t.TempDir()
+		for i, c := range configs {
+			must(t, os.MkdirAll(filepath.Join(dir, strconv.Itoa(i)), 0o755))
+			must(t, os.WriteFile(filepath.Join(dir, strconv.Itoa(i), "config.json"), c, 0o600))
+		}
+		return dir
+	}
 
-	t.Run("copies the binary", func(t *testing.T) {
+	t.Run("pulls with the pull secrets", func(t *testing.T) {
+		t.Cleanup(rmi)
 		data := filepath.Join(t.TempDir(), "data")
-		out, err := runBootstrap(t, "WRENCH_DATA_DIR="+data, "WRENCH_IMAGE="+img, "SANDBOX_IMAGE="+img,
-			"PULL=false", "WRENCH_UID="+uid, "WRENCH_GID="+gid)
+		out, err := runBootstrap(t, "WRENCH_DATA_DIR="+data, "SANDBOX_IMAGE="+reg.Image, "PULL=true",
+			"PULL_SECRETS="+secrets(reg.DockerConfig("puller", "wrong"), reg.DockerConfig("puller", "s3cret-pull")),
+			"WRENCH_UID="+uid, "WRENCH_GID="+gid)
 		if err != nil {
 			t.Fatalf("bootstrap: %v\n%s", err, out)
 		}
-		bin := filepath.Join(data, "bin", "wrench")
-		got, err := os.ReadFile(bin)
-		if err != nil || string(got) != content {
-			t.Fatalf("copied binary %q, %v; want the image's", got, err)
+		if !strings.Contains(out, "pulled "+reg.Image+" with the pull secret in") {
+			t.Errorf("output %q does not say which secret pulled", out)
 		}
-		if fi, _ := os.Stat(bin); fi.Mode().Perm() != 0o755 {
-			t.Errorf("mode %v, want 0755", fi.Mode().Perm())
+		if err := exec.Command("docker", "image", "inspect", reg.Image).Run(); err != nil {
+			t.Errorf("image not in the engine after bootstrap: %v", err)
 		}
-		if left := ids(); left != "" {
-			t.Errorf("bootstrap left containers behind: %s", left)
+		if fi, err := os.Stat(data); err != nil || !fi.IsDir() {
+			t.Errorf("data directory not made: %v", err)
 		}
-		// A second run (a pod restart) replaces the copy in place.
-		if out, err := runBootstrap(t, "WRENCH_DATA_DIR="+data, "WRENCH_IMAGE="+img, "SANDBOX_IMAGE="+img,
-			"PULL=false", "WRENCH_UID="+uid, "WRENCH_GID="+gid); err != nil {
-			t.Fatalf("second bootstrap: %v\n%s", err, out)
+		if _, err := os.Stat(filepath.Join(data, "bin")); err == nil {
+			t.Errorf("bootstrap made %s/bin: wrench copies itself", data)
 		}
 	})
-	t.Run("sandbox image missing", func(t *testing.T) {
-		out, err := runBootstrap(t, "WRENCH_DATA_DIR="+t.TempDir(), "WRENCH_IMAGE="+img,
-			"SANDBOX_IMAGE=wrench-deploytest-absent:none", "PULL=false")
-		if err == nil || !strings.Contains(out, "is not in the engine") {
-			t.Fatalf("err %v, output %q: want a refusal naming the missing image", err, out)
+	t.Run("queue directory on the claim", func(t *testing.T) {
+		queue := t.TempDir()
+		out, err := runBootstrap(t, "WRENCH_DATA_DIR="+t.TempDir(), "SANDBOX_IMAGE="+reg.Image, "PULL=true",
+			"PULL_SECRETS="+secrets(reg.DockerConfig("puller", "s3cret-pull")), "QUEUE_DIR="+queue,
+			"WRENCH_UID="+uid, "WRENCH_GID="+gid)
+		if err != nil {
+			t.Fatalf("bootstrap: %v\n%s", err, out)
+		}
+		if fi, err := os.Stat(filepath.Join(queue, "nats")); err != nil || !fi.IsDir() {
+			t.Errorf("QUEUE_DIR/nats not made: %v", err)
+		}
+	})
+	t.Run("no credentials", func(t *testing.T) {
+		out, err := runBootstrap(t, "WRENCH_DATA_DIR="+t.TempDir(), "SANDBOX_IMAGE="+reg.Image, "PULL=true",
+			"PULL_SECRETS="+secrets(reg.DockerConfig("puller", "wrong")))
+		if err == nil || !strings.Contains(out, "pulling "+reg.Image+" failed") {
+			t.Fatalf("err %v, output %q: want a failed pull", err, out)
+		}
+	})
+	t.Run("no registry, no Docker Hub", func(t *testing.T) {
+		// A name on Docker Hub that must never be pulled; the engine is
+		// not asked (a pull would fail here anyway: no registry is
+		// reachable), and the message says why.
+		out, err := runBootstrap(t, "WRENCH_DATA_DIR="+t.TempDir(), "SANDBOX_IMAGE=wrench-deploytest-absent:none", "PULL=true")
+		if err == nil || !strings.Contains(out, "names no registry") || !strings.Contains(out, "is not in the engine") {
+			t.Fatalf("err %v, output %q: want no pull and a refusal naming the missing image", err, out)
 		}
 	})
 	t.Run("no engine", func(t *testing.T) {
-		out, err := runBootstrap(t, "WRENCH_DATA_DIR="+t.TempDir(), "WRENCH_IMAGE="+img, "SANDBOX_IMAGE="+img,
+		out, err := runBootstrap(t, "WRENCH_DATA_DIR="+t.TempDir(), "SANDBOX_IMAGE="+reg.Image,
 			"PULL=false", "ENGINE_WAIT=1", "DOCKER_HOST=unix:///nonexistent/docker.sock")
 		if err == nil || !strings.Contains(out, "no Docker engine answers") {
 			t.Fatalf("err %v, output %q: want a refusal naming the engine", err, out)

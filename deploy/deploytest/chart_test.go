@@ -50,13 +50,13 @@ var scenarios = []scenario{
 	{
 		name:   "allInOne with dind (defaults)",
 		values: secretValues,
-		kinds: []string{"ConfigMap/wrench-bootstrap", "Service/wrench", "Service/wrench-headless",
+		kinds: []string{"ConfigMap/wrench-bootstrap", "PersistentVolumeClaim/data-wrench-0", "Service/wrench", "Service/wrench-headless",
 			"ServiceAccount/wrench", "StatefulSet/wrench"},
 	},
 	{
 		name:   "allInOne on the node's engine",
 		values: secretValues + "docker: {mode: hostSocket, hostSocket: {socketGroup: 998}}\n",
-		kinds: []string{"ConfigMap/wrench-bootstrap", "Service/wrench", "Service/wrench-headless",
+		kinds: []string{"ConfigMap/wrench-bootstrap", "PersistentVolumeClaim/data-wrench-0", "Service/wrench", "Service/wrench-headless",
 			"ServiceAccount/wrench", "StatefulSet/wrench"},
 	},
 	{
@@ -198,10 +198,12 @@ func TestChartRejects(t *testing.T) {
 	}{
 		{"no secret", "", "secrets.existingSecret is required"},
 		{"no api token key", "secrets: {existingSecret: s, keys: {apiToken: ''}}", "apiToken is required"},
-		{"unknown mode", secretValues + "mode: cluster", "mode must be allInOne or scaled"},
-		{"unknown engine", secretValues + "docker: {mode: podman}", "docker.mode must be dind or hostSocket"},
-		{"relative data dir", secretValues + "dataDir: data", "dataDir must be an absolute path"},
-		{"no slots", secretValues + "wrench: {slots: 0}", "wrench.slots must be at least 1"},
+		// values.schema.json, which helm enforces before rendering.
+		{"unknown mode", secretValues + "mode: cluster", "at '/mode': value must be one of 'allInOne', 'scaled'"},
+		{"unknown engine", secretValues + "docker: {mode: podman}", "at '/docker/mode': value must be one of 'dind', 'hostSocket'"},
+		{"relative data dir", secretValues + "dataDir: data", "at '/dataDir': 'data' does not match pattern '^/'"},
+		{"relative host data dir", secretValues + "docker: {hostSocket: {hostDataDir: data}}", "at '/docker/hostSocket/hostDataDir'"},
+		{"no slots", secretValues + "wrench: {slots: 0}", "at '/wrench/slots': minimum: got 0, want 1"},
 		{"scaled without nats", secretValues + "mode: scaled", "nats.url is required"},
 		{"keda without monitor", secretValues + "mode: scaled\nnats: {url: 'nats://n:4222'}", "nats.monitoringEndpoint"},
 	} {
@@ -212,6 +214,11 @@ func TestChartRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runsNoTask reports whether a pod's wrench runs with --slots=0.
+func runsNoTask(pod map[string]any) bool {
+	return slices.Contains(list(containerByName(pod, "wrench"), "args"), any("--slots=0"))
 }
 
 // pods returns the pod templates of the workloads in ms.
@@ -279,8 +286,11 @@ func TestChartPodSecurity(t *testing.T) {
 					t.Errorf("wrench container securityContext %v is not locked down", sc)
 				}
 				b := containerByName(pod, "bootstrap")
-				if !slices.Equal(list(b, "securityContext", "capabilities", "add"), []any{"CHOWN"}) ||
-					get(b, "securityContext", "privileged") == true || get(b, "securityContext", "allowPrivilegeEscalation") != false {
+				if b == nil && !runsNoTask(pod) {
+					t.Fatal("a pod that runs tasks has no bootstrap")
+				}
+				if b != nil && (!slices.Equal(list(b, "securityContext", "capabilities", "add"), []any{"CHOWN"}) ||
+					get(b, "securityContext", "privileged") == true || get(b, "securityContext", "allowPrivilegeEscalation") != false) {
 					t.Errorf("bootstrap securityContext %v: want only CHOWN added, no privilege", b["securityContext"])
 				}
 				for _, key := range []string{"containers", "initContainers"} {
@@ -366,24 +376,27 @@ func TestChartSecretsNeverInline(t *testing.T) {
 }
 
 // TestChartEngineSeesDataDir checks the invariant sandboxes depend on: the
-// Docker engine bind-mounts workspaces and the wrench binary (the
-// in-sandbox helper) by the paths the wrench process uses, so the data
-// directory must be at the same path for the engine, and wrench must run
-// from the copy bootstrap puts in it.
+// Docker engine bind-mounts workspaces and the copy of the wrench binary
+// (the in-sandbox helper) wrench makes in its data directory by the paths
+// the wrench process uses, so the data directory must be at the same path
+// for the engine; wrench runs the image's own binary.
 func TestChartEngineSeesDataDir(t *testing.T) {
 	c := loadChart(t, chartDir(t))
 	for _, sc := range scenarios {
 		ms := renderScenario(t, c, sc.values)
 		for name, pod := range pods(ms) {
 			t.Run(sc.name+"/"+name, func(t *testing.T) {
+				if runsNoTask(pod) {
+					t.Skip("runs no task: no engine (TestChartAPIOnlyNeedsNoEngine)")
+				}
 				w := containerByName(pod, "wrench")
 				boot := containerByName(pod, "bootstrap")
 				dataDir, _ := envValue(w, "WRENCH_DATA_DIR")
 				if bd, _ := envValue(boot, "WRENCH_DATA_DIR"); bd != dataDir || dataDir == "" {
 					t.Fatalf("WRENCH_DATA_DIR: wrench %q, bootstrap %q", dataDir, bd)
 				}
-				if !slices.Equal(list(w, "command"), []any{"$(WRENCH_DATA_DIR)/bin/wrench"}) {
-					t.Errorf("wrench command %v: want the bootstrapped copy $(WRENCH_DATA_DIR)/bin/wrench", w["command"])
+				if w["command"] != nil {
+					t.Errorf("wrench command %v: want the image's entrypoint", w["command"])
 				}
 				if !slices.Contains(list(w, "args"), any("--data-dir=$(WRENCH_DATA_DIR)")) {
 					t.Errorf("wrench args %v lack --data-dir=$(WRENCH_DATA_DIR)", w["args"])
@@ -565,5 +578,100 @@ func TestChartServiceMonitor(t *testing.T) {
 				t.Errorf("%s: the %s pods are not scraped (scraped: %v)", sc.name, comp, scraped)
 			}
 		}
+	}
+}
+
+// TestChartAPIOnlyNeedsNoEngine: in scaled mode the API runs no task by
+// default (api.slots 0), so its pod has no Docker engine, no bootstrap and
+// nothing privileged; with api.slots it gets the engine like a worker.
+func TestChartAPIOnlyNeedsNoEngine(t *testing.T) {
+	c := loadChart(t, chartDir(t))
+	for _, engine := range []string{"dind", "hostSocket"} {
+		base := scenarios[3].values + "docker: {mode: " + engine + "}\n"
+		api := pods(renderScenario(t, c, base))["Deployment/wrench-api"]
+		if api == nil {
+			t.Fatal("no API Deployment")
+		}
+		w := containerByName(api, "wrench")
+		if !runsNoTask(api) {
+			t.Errorf("%s: API args %v: want --slots=0 by default", engine, w["args"])
+		}
+		if len(list(api, "initContainers")) != 0 || len(list(api, "containers")) != 1 {
+			t.Errorf("%s: API pod has init containers %v and %d containers: want wrench alone", engine, list(api, "initContainers"), len(list(api, "containers")))
+		}
+		if _, e := envValue(w, "DOCKER_HOST"); e != nil {
+			t.Errorf("%s: API pod gets DOCKER_HOST", engine)
+		}
+		for _, v := range list(api, "volumes") {
+			if n := str(v, "name"); n == "docker-socket" || n == "dind-socket" || n == "dind-storage" || get(v, "hostPath") != nil {
+				t.Errorf("%s: API pod mounts %s", engine, n)
+			}
+		}
+		if get(api, "securityContext", "supplementalGroups") != nil {
+			t.Errorf("%s: API pod joins the docker group", engine)
+		}
+		withSlots := pods(renderScenario(t, c, base+"api: {slots: 2}\n"))["Deployment/wrench-api"]
+		if containerByName(withSlots, "bootstrap") == nil || runsNoTask(withSlots) {
+			t.Errorf("%s: API with slots has no engine", engine)
+		}
+	}
+}
+
+// TestChartQueueClaim: the all-in-one queue's store is on a claim the
+// chart owns (kept by uninstall), mounted as a plain volume (never a
+// volumeClaimTemplate, which no upgrade could change), at the data
+// directory with dind and at <data dir>/nats with the node's engine, so
+// both modes find the same store on it.
+func TestChartQueueClaim(t *testing.T) {
+	c := loadChart(t, chartDir(t))
+	for _, sc := range []scenario{scenarios[0], scenarios[1]} {
+		t.Run(sc.name, func(t *testing.T) {
+			ms := renderScenario(t, c, sc.values)
+			var pvc, sts map[string]any
+			for _, m := range ms {
+				switch m.kind() {
+				case "PersistentVolumeClaim":
+					pvc = m.obj
+				case "StatefulSet":
+					sts = m.obj
+				}
+			}
+			if pvc == nil || sts == nil {
+				t.Fatal("no claim or no StatefulSet")
+			}
+			if str(pvc, "metadata", "annotations", "helm.sh/resource-policy") != "keep" {
+				t.Error("the claim is not kept by helm uninstall")
+			}
+			if get(sts, "spec", "volumeClaimTemplates") != nil {
+				t.Error("the StatefulSet has a volumeClaimTemplate")
+			}
+			pod, _ := get(sts, "spec", "template", "spec").(map[string]any)
+			claim := str(pvc, "metadata", "name")
+			w := containerByName(pod, "wrench")
+			dataDir, _ := envValue(w, "WRENCH_DATA_DIR")
+			mounted := ""
+			for _, v := range list(pod, "volumes") {
+				if str(v, "persistentVolumeClaim", "claimName") != claim {
+					continue
+				}
+				for _, m := range list(w, "volumeMounts") {
+					if str(m, "name") == str(v, "name") {
+						mounted = str(m, "mountPath")
+						if p := str(m, "subPath"); p != "" {
+							// The store is <data dir>/nats, on the claim's nats/.
+							pod0 := strings.Replace(dataDir, "$(POD_NAME)", str(sts, "metadata", "name")+"-0", 1)
+							if mounted != pod0+"/nats" || p != "nats" {
+								t.Errorf("claim mounted at %s (subPath %s), data dir %s: want <data dir>/nats from nats/", mounted, p, pod0)
+							}
+						} else if mounted != dataDir {
+							t.Errorf("claim mounted at %s, data dir %s", mounted, dataDir)
+						}
+					}
+				}
+			}
+			if mounted == "" {
+				t.Errorf("the wrench container does not mount the claim %s", claim)
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,65 +23,110 @@ import (
 	"github.com/wrenchworks/wrench/task"
 )
 
-// TestComposeRunsATask brings up compose.yaml's wrench service for real:
-// Wrench's image built from the repository's Dockerfile, the host's Docker
-// socket, the data directory at the same path, and a task driven by the
-// scripted model through the API until its patch is resolved. The sandbox
-// image is a scratch image holding the host's static busybox, so nothing is
-// pulled.
+// TestComposeRunsATask walks the setup at the top of compose.yaml, step by
+// step as documented there, and nothing else on the host: the image built
+// as `make wrench-image` builds it, the data directory made with the
+// documented `install -d` (no chown), deploy/.env from env.example, and
+// `up -d`. Then a task is driven by the scripted model through the API
+// until its patch is resolved. The sandbox image is a scratch image holding
+// the host's static busybox (through the documented WRENCH_SANDBOX_IMAGE),
+// so nothing is pulled and `make image` is not needed.
 func TestComposeRunsATask(t *testing.T) {
 	needDocker(t)
 	tool := composeTool()
 	if tool == nil {
 		t.Skip("neither docker-compose nor the docker compose plugin is installed")
 	}
-	if os.Geteuid() != 0 && os.Geteuid() != 1000 {
-		t.Skip("needs root (or uid 1000) to give the data directory to uid 1000, as the Compose setup does")
+	if os.Geteuid() != 0 {
+		t.Skip("the documented `sudo install -d -o 1000 ...` needs root")
 	}
-	busybox, err := exec.LookPath("busybox")
-	if err != nil || !staticELF(busybox) {
-		t.Skip("needs a static busybox on the host (Debian: busybox-static) for the sandbox image")
-	}
-	root := repoRoot(t)
-	tag := strconv.Itoa(os.Getpid())
+	steps := composeSteps(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	run := func(dir string, env []string, name string, args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Dir, cmd.Env = dir, env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	tmp := t.TempDir()
+	data := filepath.Join(tmp, "data") // does not exist yet: the install step makes it
+	envFile := filepath.Join(tmp, "env")
+	port := freePort(t)
+	const token = "deploytest-token-0123456789"
+	project := "wrenchdeploytest" + strconv.Itoa(os.Getpid())
+	var image, sandboxImage string
+	env := filteredEnv("WRENCH_", "DOCKER_GID", "OTEL_")
+	composeArgs := func(args ...string) []string {
+		return append(append(slices.Clone(tool[1:]), "-p", project, "--env-file", envFile,
+			"-f", filepath.Join(deployDir(t), "compose.yaml")), args...)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := exec.Command(tool[0], composeArgs("logs", "--no-color", "--tail", "60", "wrench")...).CombinedOutput()
+			t.Logf("wrench logs:\n%s", logs)
 		}
-		return string(out)
+		cmd := exec.Command(tool[0], composeArgs("down", "-v")...)
+		cmd.Dir, cmd.Env = deployDir(t), env
+		cmd.Run()
+	})
+	for _, step := range steps {
+		t.Logf("step: %s", step)
+		switch {
+		case step == "make wrench-image image":
+			image = wrenchImage(t)
+			sandboxImage = testSandboxImage(t)
+		case step == "sudo install -d -o 1000 -g 1000 /var/lib/wrench":
+			run(t, "install", "-d", "-o", "1000", "-g", "1000", data)
+		case step == "cp deploy/env.example deploy/.env && chmod 600 deploy/.env":
+			copyFile(t, filepath.Join(deployDir(t), "env.example"), envFile, 0o600)
+			// "then edit it"
+			editEnv(t, envFile, map[string]string{
+				"WRENCH_API_TOKEN": token, "DOCKER_GID": strconv.Itoa(socketGID(t)), "WRENCH_DATA": data,
+				"WRENCH_SANDBOX_IMAGE": sandboxImage, "WRENCH_PORT": strconv.Itoa(port), "WRENCH_IMAGE": image,
+			})
+		case step == "docker-compose -f deploy/compose.yaml up -d":
+			cmd := exec.CommandContext(ctx, tool[0], composeArgs("up", "-d")...)
+			cmd.Dir, cmd.Env = deployDir(t), env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("compose up: %v\n%s", err, out)
+			}
+		default:
+			t.Fatalf("compose.yaml documents a step this test does not run: %q", step)
+		}
 	}
 
-	// Wrench's image, from the repository's Dockerfile.
-	buildCtx := t.TempDir()
-	must(t, os.MkdirAll(filepath.Join(buildCtx, "bin"), 0o755))
-	copyFile(t, filepath.Join(root, "Dockerfile"), filepath.Join(buildCtx, "Dockerfile"), 0o644)
-	copyFile(t, wrenchBinary(t), filepath.Join(buildCtx, "bin", "wrench"), 0o755)
-	if _, err := os.Stat("/etc/ssl/certs/ca-certificates.crt"); err == nil {
-		copyFile(t, "/etc/ssl/certs/ca-certificates.crt", filepath.Join(buildCtx, "bin", "ca-certificates.crt"), 0o644)
-	} else {
-		must(t, os.WriteFile(filepath.Join(buildCtx, "bin", "ca-certificates.crt"), nil, 0o644))
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	id := resolveExampleTask(ctx, t, base, token, data, "")
+	// No sandbox is left once the task is final.
+	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=dev.wrench.deployment=compose",
+		"--filter", "label=dev.wrench.task="+id).Output()
+	if len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("sandbox containers left behind: %s", out)
 	}
-	image := "wrench-deploytest:" + tag
-	run(buildCtx, os.Environ(), "docker", "build", "-q", "-t", image, ".")
-	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", image).Run() })
-	sandboxImage := busyboxImage(t, busybox, "wrench-deploytest-sandbox:"+tag)
+	// wrench copied its binary into the data directory, as uid 1000.
+	bins, _ := filepath.Glob(filepath.Join(data, "bin", "wrench-*"))
+	if len(bins) != 1 {
+		t.Errorf("data/bin holds %v, want one copy of the binary", bins)
+	} else if fi, err := os.Stat(bins[0]); err == nil && fi.Sys().(*syscall.Stat_t).Uid != 1000 {
+		t.Errorf("%s belongs to uid %d, want 1000", bins[0], fi.Sys().(*syscall.Stat_t).Uid)
+	}
+}
 
-	// The host side of the install step: the data directory owned by
-	// uid 1000 with the binary in it, and a repository and script there.
-	data := t.TempDir()
-	must(t, os.Chmod(data, 0o755))
-	copyFile(t, wrenchBinary(t), filepath.Join(data, "bin", "wrench"), 0o755)
+// resolveExampleTask writes a repository and a scripted-model script into
+// the data directory (which a containerized wrench sees at the same path),
+// submits a task on them (in sandboxImage, "" for the server's default)
+// to the API at base, waits until it is final and
+// checks that it resolved with the expected patch and is counted in
+// /metrics. It returns the task's id.
+func resolveExampleTask(ctx context.Context, t *testing.T, base, token, data, sandboxImage string) string {
+	t.Helper()
+	// A repository and a script for the task, in the data directory the
+	// container sees at the same path. The test writes them as root,
+	// readable by all: wrench needs nothing more than to read them.
 	repo := filepath.Join(data, "e2e", "repo")
 	must(t, os.MkdirAll(repo, 0o755))
 	must(t, os.WriteFile(filepath.Join(repo, "a.txt"), []byte("hello\n"), 0o644))
 	git := func(args ...string) {
-		run(repo, os.Environ(), "git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
 	}
 	git("init", "-q", "-b", "main")
 	git("add", "a.txt")
@@ -98,36 +144,7 @@ func TestComposeRunsATask(t *testing.T) {
       - name: finish
         arguments: {summary: "Greeted the world."}
 `), 0o644))
-	run(data, os.Environ(), "chown", "-R", "1000:1000", data)
 
-	// compose.yaml, with only the image name overridden.
-	override := filepath.Join(t.TempDir(), "override.yaml")
-	must(t, os.WriteFile(override, []byte("services:\n  wrench:\n    image: "+image+"\n"), 0o644))
-	port := freePort(t)
-	fi, err := os.Stat("/var/run/docker.sock")
-	must(t, err)
-	sockGID := fi.Sys().(*syscall.Stat_t).Gid
-	const token = "deploytest-token-0123456789"
-	env := append(filteredEnv("WRENCH_", "DOCKER_GID", "OTEL_"),
-		"WRENCH_API_TOKEN="+token, "DOCKER_GID="+strconv.Itoa(int(sockGID)), "WRENCH_DATA="+data,
-		"WRENCH_SANDBOX_IMAGE="+sandboxImage, "WRENCH_PORT="+strconv.Itoa(port))
-	project := "wrenchdeploytest" + tag
-	compose := func(args ...string) string {
-		base := append(slices.Clone(tool[1:]), "-p", project, "-f", filepath.Join(deployDir(t), "compose.yaml"), "-f", override)
-		return run(deployDir(t), env, tool[0], append(base, args...)...)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			logs, _ := exec.Command(tool[0], append(slices.Clone(tool[1:]), "-p", project, "-f", filepath.Join(deployDir(t), "compose.yaml"), "-f", override, "logs", "--no-color", "--tail", "60", "wrench")...).CombinedOutput()
-			t.Logf("wrench logs:\n%s", logs)
-		}
-		cmd := exec.Command(tool[0], append(slices.Clone(tool[1:]), "-p", project, "-f", filepath.Join(deployDir(t), "compose.yaml"), "-f", override, "down", "-v")...)
-		cmd.Dir, cmd.Env = deployDir(t), env
-		cmd.Run()
-	})
-	compose("up", "-d", "--no-build", "wrench")
-
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitReady(ctx, t, base+"/readyz")
 	client := api.NewClient(base, token)
 	st0, _, err := client.Submit(ctx, task.Task{
@@ -135,6 +152,7 @@ func TestComposeRunsATask(t *testing.T) {
 		Instruction: "Greet the world in a.txt",
 		TestCommand: "grep -q world a.txt",
 		Model:       "scripted:" + script,
+		Image:       sandboxImage,
 		Source:      task.Source{Kind: "api"},
 	})
 	if err != nil {
@@ -172,12 +190,62 @@ func TestComposeRunsATask(t *testing.T) {
 	if !bytes.Contains(body, []byte(`wrench_tasks_finished_total{status="resolved"} 1`)) {
 		t.Errorf("/metrics does not count the resolved task")
 	}
-	// No sandbox is left once the task is final.
-	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=dev.wrench.deployment=compose",
-		"--filter", "label=dev.wrench.task="+st0.TaskID).Output()
-	if len(bytes.TrimSpace(out)) != 0 {
-		t.Errorf("sandbox containers left behind: %s", out)
+	return st0.TaskID
+}
+
+// composeSteps returns the setup commands documented at the top of
+// compose.yaml (the indented lines after "once:"), without their comments.
+func composeSteps(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(deployDir(t), "compose.yaml"))
+	must(t, err)
+	var steps []string
+	in := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasSuffix(line, "once:") {
+			in = true
+			continue
+		}
+		if !in {
+			continue
+		}
+		cmd, ok := strings.CutPrefix(line, "#   ")
+		if !ok {
+			if len(steps) > 0 {
+				break
+			}
+			continue
+		}
+		if i := strings.Index(cmd, "  #"); i >= 0 {
+			cmd = cmd[:i]
+		}
+		steps = append(steps, strings.TrimSpace(cmd))
 	}
+	if len(steps) == 0 {
+		t.Fatal("compose.yaml documents no setup steps after \"once:\"")
+	}
+	return steps
+}
+
+// editEnv sets keys in an env file as an operator edits it: an existing
+// line (commented out or not) is replaced, others are appended.
+func editEnv(t *testing.T, path string, values map[string]string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	must(t, err)
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	for k, v := range values {
+		found := false
+		for i, l := range lines {
+			if strings.HasPrefix(strings.TrimPrefix(strings.TrimSpace(l), "# "), k+"=") {
+				lines[i], found = k+"="+v, true
+			}
+		}
+		if !found {
+			lines = append(lines, k+"="+v)
+		}
+	}
+	must(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
 }
 
 func must(t *testing.T, err error) {

@@ -46,12 +46,12 @@ func wrenchBinary(t *testing.T) string {
 	return builtBin
 }
 
-var flagLine = regexp.MustCompile(`^\s+-([a-z][a-z0-9-]*)`)
+var flagLine = regexp.MustCompile(`^\s+--?([a-z][a-z0-9-]*)`)
 
 // cliFlags returns the flags of `wrench <sub>`, read from its -h output.
 func cliFlags(t *testing.T, sub string) map[string]bool {
 	t.Helper()
-	out, _ := exec.Command(wrenchBinary(t), sub, "-h").CombinedOutput() // -h exits non-zero
+	out, _ := exec.Command(wrenchBinary(t), sub, "-h").CombinedOutput()
 	flags := map[string]bool{}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -13,8 +12,9 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden renders in testdata/render")
 
 // TestChartGolden compares each scenario's full render with
-// testdata/render/<scenario>.yaml, so a change to the chart shows up as a
-// reviewable diff of what Kubernetes would get. Run with -update to accept.
+// testdata/render/<scenario>.yaml (helm template's output, then the
+// notes), so a change to the chart shows up as a reviewable diff of what
+// Kubernetes would get. Run with -update to accept.
 func TestChartGolden(t *testing.T) {
 	c := loadChart(t, chartDir(t))
 	nonWord := regexp.MustCompile(`[^a-z0-9]+`)
@@ -24,23 +24,9 @@ func TestChartGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			names := make([]string, 0, len(r.files))
-			for n := range r.files {
-				names = append(names, n)
-			}
-			sort.Strings(names)
 			var b strings.Builder
 			b.WriteString("# values:\n# " + strings.ReplaceAll(strings.TrimSpace(sc.values), "\n", "\n# ") + "\n")
-			for _, n := range names {
-				if strings.TrimSpace(stripComments(r.files[n])) == "" {
-					continue
-				}
-				b.WriteString("---\n# Source: wrench/templates/" + n + "\n")
-				b.WriteString(strings.TrimLeft(r.files[n], "\n"))
-				if !strings.HasSuffix(r.files[n], "\n") {
-					b.WriteString("\n")
-				}
-			}
+			b.WriteString(r.raw)
 			b.WriteString("---\n# NOTES.txt\n# " + strings.ReplaceAll(strings.TrimSpace(r.notes), "\n", "\n# ") + "\n")
 			file := filepath.Join("testdata", "render", strings.Trim(nonWord.ReplaceAllString(strings.ToLower(sc.name), "-"), "-")+".yaml")
 			if *update {

@@ -1,40 +1,109 @@
 package deploytest
 
 import (
+	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"reflect"
 	"sort"
-	"strconv"
 	"strings"
+	"sync"
 	"testing"
-	"text/template"
 
 	"gopkg.in/yaml.v3"
 )
 
-// This file is a small stand-in for `helm template`: it loads a chart,
-// merges values the way Helm does, and executes the templates with
-// text/template and the handful of Helm/Sprig functions the Wrench chart
-// uses. Values go through JSON as in Helm, so numbers are float64 there
-// too (a large integer printed without `int` shows up as 1e+10, as it
-// would under Helm).
+// The chart is rendered by the real helm binary, built once from the Go
+// module proxy by scripts/k8s-tools.sh (`make k8s-tools`) into a cache
+// directory. Without it the chart tests skip with a note, except under
+// CI=true, where they fail.
 
-// chart is a loaded chart directory.
+// kubeVersion is the Kubernetes version helm renders for; the test
+// apiserver (kubeapi_test.go) is built at the same version by
+// scripts/k8s-tools.sh.
+const kubeVersion = "1.35.4"
+
+// k8sTools are the paths of the tools scripts/k8s-tools.sh built.
+type k8sTools struct {
+	Helm, APIServer, Kubectl string
+}
+
+var (
+	toolsOnce sync.Once
+	tools     k8sTools
+	toolsErr  error
+)
+
+// needTools returns the built tools, or skips t (fails it under CI=true)
+// naming the make target that builds them.
+func needTools(t testing.TB) k8sTools {
+	t.Helper()
+	toolsOnce.Do(func() {
+		root, err := findRepoRoot()
+		if err != nil {
+			toolsErr = err
+			return
+		}
+		out, err := exec.Command(filepath.Join(root, "scripts", "k8s-tools.sh"), "paths").Output()
+		if err != nil {
+			toolsErr = fmt.Errorf("helm, kube-apiserver and kubectl are not built (make k8s-tools builds them once, about 6 CPU-minutes per tool on 2 cores): %v", err)
+			return
+		}
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			k, v, _ := strings.Cut(sc.Text(), "=")
+			switch k {
+			case "helm":
+				tools.Helm = v
+			case "kube-apiserver":
+				tools.APIServer = v
+			case "kubectl":
+				tools.Kubectl = v
+			}
+		}
+	})
+	if toolsErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true: %v", toolsErr)
+		}
+		t.Skip(toolsErr)
+	}
+	return tools
+}
+
+// helmEnv keeps helm's configuration, cache and data away from the user's.
+func helmEnv() []string {
+	base := filepath.Join(os.TempDir(), fmt.Sprintf("wrench-deploytest-helm-%d", os.Getpid()))
+	return append(os.Environ(), "HELM_CACHE_HOME="+base+"/cache", "HELM_CONFIG_HOME="+base+"/config",
+		"HELM_DATA_HOME="+base+"/data")
+}
+
+// chart is a chart directory: its metadata and default values as files,
+// and renders by helm.
 type chart struct {
 	dir       string
 	meta      chartMeta
 	values    map[string]any
-	templates map[string]string // file name under templates/ -> text
-	files     chartFiles
+	templates map[string]bool // file names under templates/
+	helm      string
+	// testCopy is a copy of the chart with one more template that renders
+	// NOTES.txt into a ConfigMap, because `helm template` prints no notes.
+	testCopy string
+
+	mu    sync.Mutex
+	cache map[string]renderResult
 }
 
-// chartMeta is the part of Chart.yaml templates see as .Chart.
+type renderResult struct {
+	r   *rendered
+	err error
+}
+
+// chartMeta is the part of Chart.yaml the tests read.
 type chartMeta struct {
 	APIVersion  string `yaml:"apiVersion"`
 	Name        string `yaml:"name"`
@@ -45,313 +114,182 @@ type chartMeta struct {
 	KubeVersion string `yaml:"kubeVersion"`
 }
 
-// chartFiles is .Files: the chart's non-template files.
-type chartFiles map[string][]byte
-
-// Get returns a file's content, or "" when it does not exist (as Helm's).
-func (f chartFiles) Get(name string) string { return string(f[name]) }
-
-// release is .Release.
-type release struct {
-	Name      string
-	Namespace string
-	Service   string
-	IsInstall bool
-	IsUpgrade bool
-}
-
-// rendered is the output of one render: manifests by template file name,
-// and NOTES.txt.
+// rendered is one render: helm's output, its manifests by template file
+// name, and NOTES.txt.
 type rendered struct {
+	raw   string
 	files map[string]string
 	notes string
 }
 
+// notesTemplate renders NOTES.txt (copied to files/) as a ConfigMap's data,
+// so that `helm template` shows it.
+const notesTemplate = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: deploytest-notes
+data:
+  notes: |
+{{ tpl (.Files.Get "files/deploytest-notes.txt") . | indent 4 }}
+`
+
+var (
+	chartsMu sync.Mutex
+	charts   = map[string]*chart{}
+)
+
+// loadChart reads the chart at dir (once per test binary) and prepares its
+// renders with the real helm.
 func loadChart(t *testing.T, dir string) *chart {
 	t.Helper()
-	c := &chart{dir: dir, templates: map[string]string{}, files: chartFiles{}}
-	raw, err := os.ReadFile(filepath.Join(dir, "Chart.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	tl := needTools(t)
+	chartsMu.Lock()
+	defer chartsMu.Unlock()
+	if c := charts[dir]; c != nil {
+		return c
 	}
+	c := &chart{dir: dir, templates: map[string]bool{}, helm: tl.Helm, cache: map[string]renderResult{}}
+	raw, err := os.ReadFile(filepath.Join(dir, "Chart.yaml"))
+	must(t, err)
 	if err := yaml.Unmarshal(raw, &c.meta); err != nil {
 		t.Fatalf("Chart.yaml: %v", err)
 	}
 	raw, err = os.ReadFile(filepath.Join(dir, "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.values, err = parseValues(raw); err != nil {
+	must(t, err)
+	if err := yaml.Unmarshal(raw, &c.values); err != nil {
 		t.Fatalf("values.yaml: %v", err)
 	}
-	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		rel = filepath.ToSlash(rel)
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(rel, "templates/") {
-			c.templates[strings.TrimPrefix(rel, "templates/")] = string(b)
-		} else {
-			c.files[rel] = b
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	entries, err := os.ReadDir(filepath.Join(dir, "templates"))
+	must(t, err)
+	for _, e := range entries {
+		c.templates[e.Name()] = true
 	}
+	c.testCopy, err = os.MkdirTemp("", "wrench-deploytest-chart-")
+	must(t, err)
+	tempDirs = append(tempDirs, c.testCopy)
+	c.testCopy = filepath.Join(c.testCopy, filepath.Base(dir))
+	if out, err := exec.Command("cp", "-r", dir, c.testCopy).CombinedOutput(); err != nil {
+		t.Fatalf("copy the chart: %v\n%s", err, out)
+	}
+	notes, err := os.ReadFile(filepath.Join(dir, "templates", "NOTES.txt"))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(c.testCopy, "files", "deploytest-notes.txt"), notes, 0o644))
+	must(t, os.WriteFile(filepath.Join(c.testCopy, "templates", "deploytest-notes.yaml"), []byte(notesTemplate), 0o644))
+	charts[dir] = c
 	return c
 }
 
-// parseValues reads YAML values and passes them through JSON, as Helm does.
-func parseValues(raw []byte) (map[string]any, error) {
-	var v map[string]any
-	if err := yaml.Unmarshal(raw, &v); err != nil {
-		return nil, err
-	}
-	return jsonRoundTrip(v)
-}
+// tempDirs are removed by TestMain.
+var tempDirs []string
 
-func jsonRoundTrip(v map[string]any) (map[string]any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, err
-	}
-	if out == nil {
-		out = map[string]any{}
-	}
-	return out, nil
-}
-
-// mergeValues returns base overlaid with over: maps merge key by key, other
-// values replace, and a nil in over deletes the key (Helm's coalescing).
-func mergeValues(base, over map[string]any) map[string]any {
-	out := make(map[string]any, len(base))
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range over {
-		if v == nil {
-			delete(out, k)
-			continue
-		}
-		bm, ok1 := out[k].(map[string]any)
-		om, ok2 := v.(map[string]any)
-		if ok1 && ok2 {
-			out[k] = mergeValues(bm, om)
-			continue
-		}
-		out[k] = v
-	}
-	return out
-}
-
-// render executes every template with the chart's values overlaid with
-// overrides (YAML text, may be empty).
+// render runs `helm template` on the chart with overrides (YAML values,
+// may be empty) over its defaults, for release "wrench" in namespace
+// "tools". The error is helm's message when the render fails.
 func (c *chart) render(overrides string) (*rendered, error) {
-	over, err := parseValues([]byte(overrides))
+	return c.renderRelease("wrench", overrides)
+}
+
+// renderRelease is render for a release of another name.
+func (c *chart) renderRelease(release, overrides string) (*rendered, error) {
+	key := release + "\x00" + overrides
+	c.mu.Lock()
+	res, ok := c.cache[key]
+	c.mu.Unlock()
+	if ok {
+		return res.r, res.err
+	}
+	r, err := c.helmTemplate(release, overrides)
+	c.mu.Lock()
+	c.cache[key] = renderResult{r, err}
+	c.mu.Unlock()
+	return r, err
+}
+
+func (c *chart) helmTemplate(release, overrides string) (*rendered, error) {
+	vf, err := os.CreateTemp("", "wrench-values-*.yaml")
 	if err != nil {
-		return nil, fmt.Errorf("overrides: %w", err)
+		return nil, err
 	}
-	values := mergeValues(c.values, over)
-	data := map[string]any{
-		"Values":  values,
-		"Chart":   c.meta,
-		"Release": release{Name: "wrench", Namespace: "tools", Service: "Helm", IsInstall: true},
-		"Files":   c.files,
+	defer os.Remove(vf.Name())
+	vf.WriteString(overrides)
+	vf.Close()
+	cmd := exec.Command(c.helm, "template", release, c.testCopy, "--namespace", "tools",
+		"--kube-version", kubeVersion, "-f", vf.Name())
+	cmd.Env = helmEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("helm template: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	root := template.New("chart").Option("missingkey=zero")
-	root.Funcs(helmFuncs(root))
-	names := make([]string, 0, len(c.templates))
-	for n := range c.templates {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if _, err := root.New(n).Parse(c.templates[n]); err != nil {
-			return nil, fmt.Errorf("parse %s: %w", n, err)
+	return splitRender(stdout.String())
+}
+
+// splitRender splits helm's output into files by its "# Source:" lines,
+// and takes the notes out of the test's ConfigMap.
+func splitRender(out string) (*rendered, error) {
+	r := &rendered{files: map[string]string{}}
+	var raw strings.Builder
+	for _, doc := range strings.Split(out, "\n---\n") {
+		doc = strings.TrimPrefix(doc, "---\n")
+		first, rest, _ := strings.Cut(doc, "\n")
+		file, ok := strings.CutPrefix(first, "# Source: wrench/templates/")
+		if !ok {
+			if strings.TrimSpace(doc) == "" {
+				continue
+			}
+			return nil, fmt.Errorf("helm output without a Source line:\n%s", doc)
 		}
-	}
-	out := &rendered{files: map[string]string{}}
-	for _, n := range names {
-		if strings.HasPrefix(n, "_") {
+		if file == "deploytest-notes.yaml" {
+			var cm struct {
+				Data struct{ Notes string } `yaml:"data"`
+			}
+			if err := yaml.Unmarshal([]byte(rest), &cm); err != nil {
+				return nil, fmt.Errorf("notes: %w", err)
+			}
+			r.notes = cm.Data.Notes
 			continue
 		}
-		var buf bytes.Buffer
-		if err := root.ExecuteTemplate(&buf, n, data); err != nil {
-			return nil, fmt.Errorf("render %s: %w", n, err)
+		raw.WriteString("---\n" + doc + "\n")
+		if r.files[file] != "" {
+			r.files[file] += "---\n"
 		}
-		text := strings.ReplaceAll(buf.String(), "<no value>", "")
-		if n == "NOTES.txt" {
-			out.notes = text
-			continue
+		r.files[file] += rest + "\n"
+	}
+	r.raw = raw.String()
+	return r, nil
+}
+
+// lint runs `helm lint --strict` with overrides and returns its output.
+func (c *chart) lint(overrides string) (string, error) {
+	vf, err := os.CreateTemp("", "wrench-values-*.yaml")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(vf.Name())
+	vf.WriteString(overrides)
+	vf.Close()
+	cmd := exec.Command(c.helm, "lint", "--strict", c.dir, "--namespace", "tools", "--kube-version", kubeVersion, "-f", vf.Name())
+	cmd.Env = helmEnv()
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// findRepoRoot is the directory holding go.mod above the working directory.
+func findRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
 		}
-		out.files[n] = text
-	}
-	return out, nil
-}
-
-// helmFuncs are the Helm and Sprig functions the chart uses, with their
-// semantics.
-func helmFuncs(root *template.Template) template.FuncMap {
-	return template.FuncMap{
-		"include": func(name string, data any) (string, error) {
-			var buf bytes.Buffer
-			if err := root.ExecuteTemplate(&buf, name, data); err != nil {
-				return "", err
-			}
-			return buf.String(), nil
-		},
-		"toYaml": func(v any) (string, error) {
-			var buf bytes.Buffer
-			enc := yaml.NewEncoder(&buf)
-			enc.SetIndent(2)
-			if err := enc.Encode(v); err != nil {
-				return "", err
-			}
-			return strings.TrimSuffix(buf.String(), "\n"), nil
-		},
-		"indent":  indent,
-		"nindent": func(n int, s string) string { return "\n" + indent(n, s) },
-		"quote": func(vs ...any) string {
-			var out []string
-			for _, v := range vs {
-				if v != nil {
-					out = append(out, strconv.Quote(toString(v)))
-				}
-			}
-			return strings.Join(out, " ")
-		},
-		"default": func(def any, given ...any) any {
-			if len(given) == 0 || empty(given[0]) {
-				return def
-			}
-			return given[0]
-		},
-		"empty": empty,
-		"required": func(msg string, v any) (any, error) {
-			if v == nil {
-				return nil, errors.New(msg)
-			}
-			if s, ok := v.(string); ok && s == "" {
-				return nil, errors.New(msg)
-			}
-			return v, nil
-		},
-		"fail": func(msg string) (string, error) { return "", errors.New(msg) },
-		"trunc": func(n int, s string) string {
-			if n >= 0 && len(s) > n {
-				return s[:n]
-			}
-			return s
-		},
-		"trimSuffix": func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
-		"hasPrefix":  func(prefix, s string) bool { return strings.HasPrefix(s, prefix) },
-		"contains":   func(substr, s string) bool { return strings.Contains(s, substr) },
-		"replace":    func(old, new, s string) string { return strings.ReplaceAll(s, old, new) },
-		"toString":   toString,
-		"trim":       strings.TrimSpace,
-		"int":        toInt,
-		"add": func(vs ...any) int {
-			sum := 0
-			for _, v := range vs {
-				sum += toInt(v)
-			}
-			return sum
-		},
-		"list": func(vs ...any) []any { return vs },
-		"has": func(needle any, list []any) bool {
-			for _, v := range list {
-				if reflect.DeepEqual(v, needle) {
-					return true
-				}
-			}
-			return false
-		},
-		"dict": func(kv ...any) (map[string]any, error) {
-			if len(kv)%2 != 0 {
-				return nil, errors.New("dict: odd number of arguments")
-			}
-			m := make(map[string]any, len(kv)/2)
-			for i := 0; i < len(kv); i += 2 {
-				m[toString(kv[i])] = kv[i+1]
-			}
-			return m, nil
-		},
-		"ternary": func(vt, vf any, cond bool) any {
-			if cond {
-				return vt
-			}
-			return vf
-		},
-	}
-}
-
-func indent(n int, s string) string {
-	pad := strings.Repeat(" ", n)
-	return pad + strings.ReplaceAll(s, "\n", "\n"+pad)
-}
-
-// empty is Sprig's: nil, zero numbers, false, "" and empty collections.
-func empty(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.String, reflect.Map, reflect.Slice, reflect.Array:
-		return rv.Len() == 0
-	case reflect.Bool:
-		return !rv.Bool()
-	case reflect.Int, reflect.Int64, reflect.Int32:
-		return rv.Int() == 0
-	case reflect.Float64, reflect.Float32:
-		return rv.Float() == 0
-	}
-	return false
-}
-
-func toString(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case nil:
-		return ""
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	}
-	return fmt.Sprint(v)
-}
-
-// toInt is Sprig's int: numbers truncate, numeric strings parse, anything
-// else is 0.
-func toInt(v any) int {
-	switch x := v.(type) {
-	case int:
-		return x
-	case int64:
-		return int(x)
-	case float64:
-		return int(x)
-	case bool:
-		if x {
-			return 1
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the test's directory")
 		}
-	case string:
-		n, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
-		if err == nil {
-			return int(n)
-		}
+		dir = parent
 	}
-	return 0
 }
 
 // manifest is one Kubernetes object of a render.
@@ -389,6 +327,20 @@ func (r *rendered) manifests() ([]manifest, error) {
 		}
 	}
 	return out, nil
+}
+
+// yamlDocs is every object of r as one multi-document YAML stream.
+func (r *rendered) yamlDocs() string {
+	names := make([]string, 0, len(r.files))
+	for n := range r.files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString("---\n" + r.files[n])
+	}
+	return b.String()
 }
 
 func numbered(s string) string {

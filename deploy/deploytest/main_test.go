@@ -8,6 +8,11 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	removeWrenchImage()
+	for _, d := range tempDirs {
+		os.RemoveAll(d)
+	}
+	stopKubeAPI()
 	if builtBin != "" {
 		os.RemoveAll(filepath.Dir(builtBin))
 	}

@@ -131,38 +131,3 @@ func TestRulesPromtool(t *testing.T) {
 		}
 	}
 }
-
-// TestRulesTestsCoverEveryAlert checks each alert has a firing case in the
-// promtool unit tests.
-func TestRulesTestsCoverEveryAlert(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(deployDir(t), "prometheus", "wrench-rules.test.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tf struct {
-		Tests []struct {
-			AlertRuleTest []struct {
-				Alertname string `yaml:"alertname"`
-				ExpAlerts []any  `yaml:"exp_alerts"`
-			} `yaml:"alert_rule_test"`
-		} `yaml:"tests"`
-	}
-	if err := yaml.Unmarshal(raw, &tf); err != nil {
-		t.Fatal(err)
-	}
-	fired := map[string]bool{}
-	for _, tc := range tf.Tests {
-		for _, a := range tc.AlertRuleTest {
-			if len(a.ExpAlerts) > 0 {
-				fired[a.Alertname] = true
-			}
-		}
-	}
-	for _, g := range loadRules(t).Groups {
-		for _, r := range g.Rules {
-			if r.Alert != "" && !fired[r.Alert] {
-				t.Errorf("alert %s has no firing case in wrench-rules.test.yaml", r.Alert)
-			}
-		}
-	}
-}

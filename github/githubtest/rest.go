@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,9 +32,15 @@ type PullRequest struct {
 
 // Ref is a pull request's head or base.
 type Ref struct {
-	Label string `json:"label"`
-	Ref   string `json:"ref"`
-	SHA   string `json:"sha"`
+	Label string   `json:"label"`
+	Ref   string   `json:"ref"`
+	SHA   string   `json:"sha"`
+	Repo  *RepoRef `json:"repo,omitempty"`
+}
+
+// RepoRef names the repository of a head or base.
+type RepoRef struct {
+	FullName string `json:"full_name"`
 }
 
 // User is a GitHub account.
@@ -93,7 +100,7 @@ func (s *Server) addComment(owner, repo string, number int, u User, body string)
 }
 
 // route answers an authorized REST request.
-func (s *Server) route(w http.ResponseWriter, r *http.Request, path string) {
+func (s *Server) route(w http.ResponseWriter, r *http.Request, path string, pr principal) {
 	p := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	if len(p) < 4 || p[0] != "repos" {
 		writeMessage(w, http.StatusNotFound, "Not Found")
@@ -104,11 +111,42 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, path string) {
 		writeMessage(w, http.StatusNotFound, "Not Found")
 		return
 	}
+	if perm := permissionFor(r.Method, p[3:]); perm != "" {
+		level := "read"
+		if r.Method != http.MethodGet {
+			level = "write"
+		}
+		if ok, missing := pr.can(owner, repo, perm, level); !ok {
+			if missing == "" {
+				writeMessage(w, http.StatusNotFound, "Not Found")
+			} else {
+				forbidden(w, missing)
+			}
+			return
+		}
+	}
+	if s.routeReview(w, r, owner, repo, p) {
+		return
+	}
 	switch {
 	case len(p) == 4 && p[3] == "pulls" && r.Method == http.MethodPost:
 		s.createPull(w, r, owner, repo)
 	case len(p) == 4 && p[3] == "pulls" && r.Method == http.MethodGet:
 		s.listPulls(w, r, owner, repo)
+	case len(p) == 5 && p[3] == "issues" && r.Method == http.MethodGet:
+		s.getIssue(w, owner, repo, p[4])
+	case len(p) == 5 && p[3] == "pulls" && r.Method == http.MethodGet:
+		s.getPull(w, owner, repo, p[4])
+	case len(p) == 6 && p[3] == "issues" && p[4] == "comments" && r.Method == http.MethodDelete:
+		id, _ := strconv.ParseInt(p[5], 10, 64)
+		s.deleteComment(w, owner, repo, id)
+	case len(p) == 6 && p[3] == "issues" && p[5] == "labels" && r.Method == http.MethodPost:
+		n, err := strconv.Atoi(p[4])
+		if err != nil || n <= 0 {
+			writeMessage(w, http.StatusNotFound, "Not Found")
+			return
+		}
+		s.addLabels(w, r, owner, repo, n)
 	case len(p) == 6 && p[3] == "issues" && p[5] == "comments":
 		n, err := strconv.Atoi(p[4])
 		if err != nil || n <= 0 {
@@ -126,6 +164,19 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, path string) {
 	default:
 		writeMessage(w, http.StatusNotFound, "Not Found")
 	}
+}
+
+// permissionFor names the App permission a repository endpoint needs
+// (rest is the path after /repos/{owner}/{repo}).
+func permissionFor(method string, rest []string) string {
+	switch {
+	case len(rest) >= 1 && rest[0] == "pulls":
+		return "pull_requests"
+	case len(rest) >= 1 && rest[0] == "issues":
+		return "issues"
+	}
+	// collaborators/{user}/permission and the rest need metadata.
+	return "metadata"
 }
 
 // validationError is GitHub's 422 body.
@@ -191,19 +242,15 @@ func (s *Server) createPull(w http.ResponseWriter, r *http.Request, owner, repo 
 			return
 		}
 	}
-	if s.nextPR[key] == 0 {
-		s.nextPR[key] = 100
-	}
-	s.nextPR[key]++
+	n := s.nextNumber(key)
 	s.nextID++
-	n := s.nextPR[key]
 	pr := &PullRequest{
 		ID: s.nextID, Number: n, State: "open", Title: in.Title, Body: in.Body, Draft: in.Draft,
 		MaintainerCanModify: in.MaintainerCanModify == nil || *in.MaintainerCanModify,
 		HTMLURL:             fmt.Sprintf("%s/%s/%s/pull/%d", s.URL(), owner, repo, n),
 		URL:                 fmt.Sprintf("%s/repos/%s/%s/pulls/%d", s.APIURL(), owner, repo, n),
-		Head:                Ref{Label: owner + ":" + head, Ref: head, SHA: headSHA},
-		Base:                Ref{Label: owner + ":" + in.Base, Ref: in.Base, SHA: baseSHA},
+		Head:                Ref{Label: owner + ":" + head, Ref: head, SHA: headSHA, Repo: &RepoRef{FullName: owner + "/" + repo}},
+		Base:                Ref{Label: owner + ":" + in.Base, Ref: in.Base, SHA: baseSHA, Repo: &RepoRef{FullName: owner + "/" + repo}},
 		User:                botUser, CreatedAt: time.Now().UTC(),
 	}
 	s.pulls[key] = append(s.pulls[key], pr)
@@ -247,6 +294,75 @@ func (s *Server) ClosePullRequest(owner, repo string, number int) {
 	}
 }
 
+// deleteComment answers DELETE /repos/{owner}/{repo}/issues/comments/{id}.
+func (s *Server) deleteComment(w http.ResponseWriter, owner, repo string, id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, cs := range s.comments {
+		if !strings.HasPrefix(k, owner+"/"+repo+"#") {
+			continue
+		}
+		for i, c := range cs {
+			if c.ID == id {
+				s.comments[k] = append(cs[:i:i], cs[i+1:]...)
+				s.deleted++
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+	}
+	writeMessage(w, http.StatusNotFound, "Not Found")
+}
+
+// addLabels answers POST /repos/{owner}/{repo}/issues/{n}/labels.
+func (s *Server) addLabels(w http.ResponseWriter, r *http.Request, owner, repo string, n int) {
+	var in struct {
+		Labels []string `json:"labels"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || len(in.Labels) == 0 {
+		write422(w, `{"resource":"Label","field":"labels","code":"missing_field"}`)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := fmt.Sprintf("%s/%s#%d", owner, repo, n)
+	if s.labels == nil {
+		s.labels = map[string][]string{}
+	}
+	for _, l := range in.Labels {
+		if !slices.Contains(s.labels[k], l) {
+			s.labels[k] = append(s.labels[k], l)
+		}
+	}
+	out := []map[string]string{}
+	for _, l := range s.labels[k] {
+		out = append(out, map[string]string{"name": l})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// Labels returns the labels of issue or pull request owner/repo#n.
+func (s *Server) Labels(owner, repo string, n int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.labels[fmt.Sprintf("%s/%s#%d", owner, repo, n)]...)
+}
+
+// CommentsCreated counts comments created through the API, including
+// those deleted since; CommentsDeleted counts the deleted ones.
+func (s *Server) CommentsCreated() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.created
+}
+
+// CommentsDeleted counts comments deleted through the API.
+func (s *Server) CommentsDeleted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deleted
+}
+
 func (s *Server) createComment(w http.ResponseWriter, r *http.Request, owner, repo string, n int) {
 	var in struct {
 		Body string `json:"body"`
@@ -265,6 +381,7 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request, owner, re
 	}
 	s.mu.Lock()
 	c := s.addComment(owner, repo, n, botUser, in.Body)
+	s.created++
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, c)
 }

@@ -25,6 +25,7 @@ package githubtest
 import (
 	"bytes"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cgi"
@@ -36,6 +37,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // HTTPBackend is where git's smart HTTP CGI program is expected.
@@ -72,6 +74,10 @@ type Fault struct {
 	Header http.Header
 	// Times is how many matching requests fail (1 when zero).
 	Times int
+	// Delay holds matching requests this long first (a slow network, or
+	// a request sent late by a paused client); with Status zero they are
+	// then served normally.
+	Delay time.Duration
 }
 
 // Server is the stand-in GitHub. It is safe for concurrent use.
@@ -86,11 +92,52 @@ type Server struct {
 	faults   []*Fault
 	pulls    map[string][]*PullRequest // by "owner/repo"
 	comments map[string][]*Comment     // by "owner/repo#n"
+	issues   map[string]*restIssue     // by "owner/repo#n"
 	nextID   int64
 	nextPR   map[string]int
 
+	app      *App
+	installs []*installation
+	tokens   map[string]*instToken
+	tokenTTL time.Duration
+	issued   int
+	labels   map[string][]string
+	reviews  map[string][]*ReviewComment // by "owner/repo#n"
+	perms    map[string]string           // role by "owner/repo/user", lower case
+	created  int                         // comments created through the API
+	deleted  int
+
 	gitRequests atomic.Int64
 	pushes      atomic.Int64
+	hook        atomic.Pointer[func(Call)]
+}
+
+// Call is a request as [Server.SetHook] sees it.
+type Call struct {
+	Method string
+	// Path is a REST path without /api/v3, or a git path
+	// ("/o/r.git/git-receive-pack").
+	Path string
+	// Body is a REST request's body (nil for git).
+	Body []byte
+	Git  bool
+}
+
+// SetHook makes the server call fn with every authenticated request before
+// serving it; fn may block (holding the request, as a slow network would)
+// and runs on the request's goroutine. nil removes the hook.
+func (s *Server) SetHook(fn func(Call)) {
+	if fn == nil {
+		s.hook.Store(nil)
+		return
+	}
+	s.hook.Store(&fn)
+}
+
+func (s *Server) callHook(c Call) {
+	if fn := s.hook.Load(); fn != nil {
+		(*fn)(c)
+	}
 }
 
 // New starts a stand-in that accepts token, and closes it when t ends.
@@ -102,8 +149,10 @@ func New(t testing.TB, token string) *Server {
 		root:     t.TempDir(),
 		pulls:    map[string][]*PullRequest{},
 		comments: map[string][]*Comment{},
+		issues:   map[string]*restIssue{},
 		nextPR:   map[string]int{},
 		nextID:   1000,
+		tokenTTL: time.Hour,
 	}
 	s.git = &cgi.Handler{
 		Path: HTTPBackend,
@@ -190,14 +239,25 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	_, pass, ok := r.BasicAuth()
-	if !ok || pass != s.token {
+	_, pass, _ := r.BasicAuth()
+	p := s.authenticate(pass)
+	if !p.static && p.tok == nil {
 		w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
 		http.Error(w, "Invalid username or token.", http.StatusUnauthorized)
 		return
 	}
-	if _, err := os.Stat(s.repoDir(parts[0], strings.TrimSuffix(parts[1], ".git"))); err != nil {
+	owner, name := parts[0], strings.TrimSuffix(parts[1], ".git")
+	level := "read"
+	if strings.HasSuffix(r.URL.Path, "/git-receive-pack") || r.URL.Query().Get("service") == "git-receive-pack" {
+		level = "write"
+	}
+	ok, missing := p.can(owner, name, "contents", level)
+	if _, err := os.Stat(s.repoDir(owner, name)); err != nil || (!ok && missing == "") {
 		http.Error(w, "Repository not found.", http.StatusNotFound)
+		return
+	}
+	if !ok {
+		http.Error(w, fmt.Sprintf("Permission to %s/%s.git denied to wrench[bot].", owner, name), http.StatusForbidden)
 		return
 	}
 	s.mu.Lock()
@@ -212,6 +272,7 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fault.Message, fault.Status)
 		return
 	}
+	s.callHook(Call{Method: r.Method, Path: r.URL.Path, Git: true})
 	s.gitRequests.Add(1)
 	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
 		s.pushes.Add(1)
@@ -222,8 +283,8 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
 // serveAPI authenticates, records and answers one REST request.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 32<<20))
-	auth := r.Header.Get("Authorization")
-	authorized := auth == "Bearer "+s.token || auth == "token "+s.token
+	p := s.authenticate(bearer(r.Header.Get("Authorization")))
+	authorized := p.static || p.tok != nil || p.app
 	h := r.Header.Clone()
 	h.Del("Authorization")
 	s.mu.Lock()
@@ -233,9 +294,18 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string) {
 	s.mu.Unlock()
 
 	w.Header().Set("X-GitHub-Api-Version-Selected", "2022-11-28")
+	if authorized {
+		s.callHook(Call{Method: r.Method, Path: path, Body: body})
+	}
 	if !authorized {
 		writeMessage(w, http.StatusUnauthorized, "Bad credentials")
 		return
+	}
+	if fault != nil && fault.Delay > 0 {
+		time.Sleep(fault.Delay)
+	}
+	if fault != nil && fault.Status == 0 {
+		fault = nil
 	}
 	if fault != nil {
 		for k, vs := range fault.Header {
@@ -251,7 +321,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	s.route(w, r, path)
+	if s.serveApp(w, r, path, p) {
+		return
+	}
+	if p.app {
+		writeMessage(w, http.StatusForbidden, "A JSON web token cannot be used on this endpoint; use an installation token")
+		return
+	}
+	s.route(w, r, path, p)
 }
 
 // takeFault returns the first fault matching the request and consumes one

@@ -48,7 +48,7 @@
 //     the reply after the wait is the step's real reply.
 //   - kind: no_choices (a reply with an empty choices list), cut_stream (the
 //     connection is dropped half-way through the reply), garbage (a 200
-//     whose body is not JSON), bad_json_args (the step's reply with its tool
+//     whose body is not JSON), empty (a 200 with an empty body), bad_json_args (the step's reply with its tool
 //     arguments truncated into invalid JSON), missing_call_id (the step's
 //     reply with its tool-call ids left out).
 //

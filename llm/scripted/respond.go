@@ -91,6 +91,13 @@ func (rp *replier) fault(st Step, f *Fault) {
 		rp.w.Header().Set("Content-Type", "application/json")
 		rp.w.WriteHeader(http.StatusOK)
 		_, _ = fmt.Fprint(rp.w, "<html>this is not JSON</html>")
+	case FaultEmpty:
+		ct := "application/json"
+		if rp.req.Stream {
+			ct = "text/event-stream"
+		}
+		rp.w.Header().Set("Content-Type", ct)
+		rp.w.WriteHeader(http.StatusOK)
 	case FaultBadJSONArgs:
 		for i := range rep.calls {
 			rep.calls[i].Arguments = corruptJSON(rep.calls[i].Arguments)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -68,6 +69,7 @@ const (
 	FaultNoChoices     FaultKind = "no_choices"
 	FaultCutStream     FaultKind = "cut_stream"
 	FaultGarbage       FaultKind = "garbage"
+	FaultEmpty         FaultKind = "empty"
 	FaultBadJSONArgs   FaultKind = "bad_json_args"
 	FaultMissingCallID FaultKind = "missing_call_id"
 )
@@ -135,7 +137,7 @@ func Parse(data []byte) (*Script, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("parse script: empty document")
 		}
-		return nil, fmt.Errorf("parse script: %w", err)
+		return nil, fmt.Errorf("parse script: %s", withoutContent(err))
 	}
 	s := &Script{Model: f.Model, Final: DefaultFinal}
 	if f.Final != nil {
@@ -237,7 +239,7 @@ func validateFault(st Step) error {
 		return errors.New("retry_after needs a status")
 	}
 	switch f.Kind {
-	case "", FaultNoChoices, FaultCutStream, FaultGarbage:
+	case "", FaultNoChoices, FaultCutStream, FaultGarbage, FaultEmpty:
 	case FaultBadJSONArgs, FaultMissingCallID:
 		if len(st.ToolCalls) == 0 {
 			return fmt.Errorf("kind %s needs tool_calls in the step", f.Kind)
@@ -249,4 +251,28 @@ func validateFault(st Step) error {
 		return errors.New("a fault needs a status, a kind or a delay")
 	}
 	return nil
+}
+
+// quoted matches what a YAML error quotes of the document: a field name
+// or a `value`.
+var quoted = regexp.MustCompile("field (\\S+) not found|`[^`]*`")
+
+// plausibleKey is what a script's own keys look like.
+var plausibleKey = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
+
+// withoutContent is a YAML decoding error that quotes no value of the
+// document, and a field name only when it looks like a script's key: a file that is not a script (say
+// /etc/shadow named as a script) is reported by line number, never by
+// its contents.
+func withoutContent(err error) string {
+	return quoted.ReplaceAllStringFunc(strings.TrimPrefix(err.Error(), "yaml: "), func(m string) string {
+		if name, ok := strings.CutPrefix(m, "field "); ok {
+			name = strings.TrimSuffix(name, " not found")
+			if plausibleKey.MatchString(name) {
+				return m
+			}
+			return "unexpected content (not a script key) found"
+		}
+		return "`…`" // a value: never quoted
+	})
 }

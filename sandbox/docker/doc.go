@@ -25,6 +25,17 @@
 // container is killed. The optional OCI runtime (e.g. runsc) must be
 // registered with the engine.
 //
+// # Egress
+//
+// A spec with EgressDir set gets that host directory mounted read-only at
+// /.wrench/run, the shim started with -egress-socket and -egress-listen
+// (so connections to 127.0.0.1:3128 inside are handed to the egress proxy
+// through its unix socket there, see packages shim and egress); the shim
+// gives commands HTTP_PROXY, HTTPS_PROXY (both cases) and NO_PROXY, which
+// are not part of the container's configuration (so a snapshot committed
+// from it does not carry them). The network mode is unchanged:
+// with "none" the proxy is the only way out.
+//
 // A fork bomb does not take the sandbox down: the shim keeps OS threads in
 // reserve and kills the commands' process groups when the pids limit
 // stays reached (see package shim), so the call returns a failed result.

@@ -1,6 +1,8 @@
 package docker_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -190,7 +192,7 @@ func TestWorkspaceWatchdog(t *testing.T) {
 		t.Fatalf("small write: %q", res.Output)
 	}
 	_, err := sb.Exec(context.Background(), sandbox.ExecRequest{Command: "head -c 5000000 /dev/zero > big; sleep 30"})
-	if sandbox.KindOf(err) != sandbox.ErrLimit || !strings.Contains(err.Error(), "workspace exceeded 2 MB") {
+	if sandbox.KindOf(err) != sandbox.ErrLimit || !strings.Contains(err.Error(), "disk use exceeded 2 MB") {
 		t.Fatalf("Exec over the disk limit = %v, want ErrLimit about the workspace", err)
 	}
 	if _, err := sb.Stat(context.Background(), "big"); sandbox.KindOf(err) != sandbox.ErrLimit {
@@ -238,5 +240,28 @@ func TestTightPidsLimit(t *testing.T) {
 	sb := f.start(t, sandbox.Spec{Pids: 16})
 	if res := run(t, sb, "echo ok | cat"); res.ExitCode != 0 || string(res.Output) != "ok\n" {
 		t.Errorf("under pids 16: exit %d %q", res.ExitCode, res.Output)
+	}
+}
+
+// TestWritableRootDiskLimit attacks the disk limit of a sandbox whose
+// workspace is its own writable layer: files hidden in a directory the
+// sandbox user made unreadable still count (the engine measures the layer
+// as root), and no single file, sparse or not, can grow past the limit (the
+// kernel refuses it, RLIMIT_FSIZE).
+func TestWritableRootDiskLimit(t *testing.T) {
+	f := newFixture(t, func(c *docker.Config) { c.WatchInterval = 100 * time.Millisecond })
+	// The workspace comes with the sandbox, the sandbox user's.
+	var tree bytes.Buffer
+	tw := tar.NewWriter(&tree)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "workspace/", Mode: 0o755, Uid: 1000, Gid: 1000})
+	tw.Close()
+	sb := f.start(t, sandbox.Spec{WritableRoot: true, DiskBytes: 8 << 20, Tree: &tree})
+	res := run(t, sb, "head -c 1000 /dev/zero > /workspace/small && echo wrote; truncate -s 100M /workspace/sparse; echo exit=$?; ls -l /workspace/sparse 2>&1 | head -1")
+	if out := string(res.Output); !strings.HasPrefix(out, "wrote") || strings.Contains(out, "exit=0") || strings.Contains(out, "104857600") {
+		t.Errorf("a 100 MB sparse file was allowed under an 8 MB limit (or nothing could be written): %s", out)
+	}
+	_, err := sb.Exec(context.Background(), sandbox.ExecRequest{Command: "mkdir /workspace/hid && for i in 1 2 3; do head -c 3000000 /dev/zero > /workspace/hid/$i; done; chmod 000 /workspace/hid; sleep 30"})
+	if sandbox.KindOf(err) != sandbox.ErrLimit || !strings.Contains(err.Error(), "disk use exceeded 8 MB") {
+		t.Fatalf("Exec writing 9 MB into an unreadable directory = %v, want ErrLimit about the disk", err)
 	}
 }

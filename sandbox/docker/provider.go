@@ -24,25 +24,27 @@ type Config struct {
 	// owned and closed by the Provider.
 	Client *client.Client
 	// DefaultImage is used when a Spec names none (default
-	// "wrench-sandbox:default", built by `wrench image build`).
+	// sandbox.DefaultImage, built by `wrench image build`).
 	DefaultImage string
 	// ShimPath is the host path of the static wrench binary whose hidden
 	// `__shim` subcommand serves the sandbox (default: this executable).
 	// It is bind-mounted read-only into every sandbox.
 	ShimPath string
-	// User runs everything in the sandbox (default "1000:1000"); never root.
+	// User runs everything in the sandbox (default sandbox.User(),
+	// 1000:1000); never root.
 	User string
 	// HomeDir is the user's home inside the sandbox, a tmpfs (default
-	// "/home/wrench").
+	// sandbox.HomeDir).
 	HomeDir string
 	// Deployment is put on every container's labels (default "default").
 	Deployment string
 	// Runtime is the OCI runtime when a Spec names none ("" is the
 	// engine's default; "runsc" for gVisor, when installed).
 	Runtime string
-	// Default limits, used when a Spec leaves them zero: 2 GiB of memory
-	// (no swap), 2 CPUs (at most the engine's), 1024 processes, 4 GiB of
-	// disk per writable area, a 2 hour lifetime.
+	// Default limits, used when a Spec leaves them zero: the sandbox
+	// package's defaults (sandbox.DefaultMemoryBytes and the others: 2 GiB
+	// of memory, no swap; 2 CPUs, at most the engine's; 512 processes;
+	// 2 GiB of disk per writable area) and a 2 hour lifetime.
 	MemoryBytes int64
 	NanoCPUs    int64
 	Pids        int64
@@ -55,6 +57,9 @@ type Config struct {
 	// WatchInterval is how often the workspace size is checked against
 	// DiskBytes (default 2 s; slower when a check itself is slow).
 	WatchInterval time.Duration
+	// MaxPatchBytes caps the patch a sandbox's workspace hands back
+	// (default 16 MiB); a larger one is an error saying so.
+	MaxPatchBytes int64
 	// ReadyTimeout bounds create + start + shim hello (default 60 s).
 	ReadyTimeout time.Duration
 	// NoInit runs the shim as the container's PID 1 instead of under the
@@ -67,7 +72,7 @@ type Config struct {
 
 func (c Config) withDefaults() (Config, error) {
 	if c.DefaultImage == "" {
-		c.DefaultImage = "wrench-sandbox:default"
+		c.DefaultImage = sandbox.DefaultImage
 	}
 	if c.ShimPath == "" {
 		exe, err := os.Executable()
@@ -77,23 +82,24 @@ func (c Config) withDefaults() (Config, error) {
 		c.ShimPath = exe
 	}
 	if c.User == "" {
-		c.User = "1000:1000"
+		c.User = sandbox.User()
 	}
 	if c.HomeDir == "" {
-		c.HomeDir = "/home/wrench"
+		c.HomeDir = sandbox.HomeDir
 	}
 	if c.Deployment == "" {
 		c.Deployment = "default"
 	}
-	setDefault(&c.MemoryBytes, 2<<30)
-	setDefault(&c.NanoCPUs, 2e9)
-	setDefault(&c.Pids, 1024)
-	setDefault(&c.DiskBytes, 4<<30)
+	setDefault(&c.MemoryBytes, sandbox.DefaultMemoryBytes)
+	setDefault(&c.NanoCPUs, sandbox.DefaultNanoCPUs)
+	setDefault(&c.Pids, sandbox.DefaultPids)
+	setDefault(&c.DiskBytes, sandbox.DefaultDiskBytes)
 	setDefault(&c.Timeout, 2*time.Hour)
 	setDefault(&c.ExecTimeout, 10*time.Minute)
 	setDefault(&c.MaxOutput, 1<<20)
 	setDefault(&c.WatchInterval, 2*time.Second)
 	setDefault(&c.ReadyTimeout, 60*time.Second)
+	setDefault(&c.MaxPatchBytes, 16<<20)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

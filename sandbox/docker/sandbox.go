@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -46,11 +48,34 @@ func newSandbox(p *Provider, id string, spec sandbox.Spec) *Sandbox {
 		id:       id,
 		spec:     spec,
 		stderr:   &tailBuffer{headMax: 1 << 10, max: 4 << 10},
-		env:      maps.Clone(spec.Env),
+		env:      commandEnv(spec, spec.Env),
 		lifetime: spec.Timeout,
 		started:  time.Now(),
 		poke:     make(chan struct{}, 1),
 	}
+}
+
+// commandEnv is the per-command environment: env, and the CA variables
+// when the sandbox's egress directory holds a CA bundle. They are never part
+// of the container's configuration, so a snapshot of it does not point at
+// a file another sandbox may lack.
+func commandEnv(spec sandbox.Spec, env map[string]string) map[string]string {
+	out := maps.Clone(env)
+	if spec.EgressDir == "" {
+		return out
+	}
+	if _, err := os.Stat(filepath.Join(spec.EgressDir, sandbox.EgressCAName)); err != nil {
+		return out
+	}
+	if out == nil {
+		out = map[string]string{}
+	}
+	for k, v := range sandbox.CAEnv() {
+		if _, set := out[k]; !set {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // ID is the container id.
@@ -77,7 +102,7 @@ func (s *Sandbox) Adopt(ctx context.Context, spec sandbox.Spec) error {
 		lifetime = s.p.cfg.Timeout
 	}
 	s.mu.Lock()
-	s.env = maps.Clone(spec.Env)
+	s.env = commandEnv(s.spec, spec.Env)
 	s.lifetime = lifetime
 	s.started = time.Now()
 	s.mu.Unlock()
@@ -104,6 +129,23 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	s.mu.Lock()
 	env := s.env
 	s.mu.Unlock()
+	if len(req.Env) > 0 {
+		env = maps.Clone(env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		maps.Copy(env, req.Env)
+	}
+	switch {
+	case req.User == "root" && !s.spec.Root:
+		return sandbox.ExecResult{}, invalid("exec", "root commands need a sandbox started with Root")
+	case req.User == "root":
+		req.User = "0:0"
+	case req.User != "":
+		return sandbox.ExecResult{}, invalid("exec", "user %q: want root or empty", req.User)
+	case s.spec.Root:
+		req.User = s.p.cfg.User // the helper is root; commands are not
+	}
 	res, err := s.client.Exec(ctx, req, env)
 	return res, s.wrap("exec", err)
 }

@@ -70,6 +70,13 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (*Sandbox, erro
 		return nil, p.createErr(spec, err)
 	}
 	s := newSandbox(p, created.ID, spec)
+	if spec.Tree != nil {
+		err := p.cli.CopyToContainer(ctx, created.ID, "/", spec.Tree, container.CopyToContainerOptions{})
+		if err != nil {
+			s.Close(context.WithoutCancel(ctx))
+			return nil, engineErr("copy workspace", err)
+		}
+	}
 	if err := s.boot(ctx); err != nil {
 		s.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -129,6 +136,12 @@ func (p *Provider) resolve(spec sandbox.Spec) (sandbox.Spec, error) {
 	default:
 		return spec, invalid("start", "network %q: want none or bridge", spec.Network)
 	}
+	if (spec.Root || spec.Tree != nil) && !spec.WritableRoot {
+		return spec, invalid("start", "a tree or a root helper needs a writable root file system")
+	}
+	if spec.WritableRoot && spec.WorkspaceDir != "" {
+		return spec, invalid("start", "a workspace directory and a writable root file system exclude each other")
+	}
 	if err := checkLimits("start", spec.MemoryBytes, spec.NanoCPUs, spec.Pids, spec.DiskBytes, spec.Timeout); err != nil {
 		return spec, err
 	}
@@ -143,6 +156,11 @@ func (p *Provider) resolve(spec sandbox.Spec) (sandbox.Spec, error) {
 	for k := range spec.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return spec, invalid("start", "environment variable name %q", k)
+		}
+	}
+	if spec.EgressDir != "" {
+		if fi, err := os.Stat(spec.EgressDir); !filepath.IsAbs(spec.EgressDir) || err != nil || !fi.IsDir() {
+			return spec, invalid("start", "egress dir %s: not an absolute path to a directory", spec.EgressDir)
 		}
 	}
 	if spec.WorkspaceDir != "" {
@@ -170,32 +188,64 @@ func (p *Provider) containerConfig(spec sandbox.Spec) (*container.Config, *conta
 		p.cfg.HomeDir: homeOpts + size,
 	}
 	mounts := []mount.Mount{{Type: mount.TypeBind, Source: p.cfg.ShimPath, Target: shimTarget, ReadOnly: true}}
-	if spec.WorkspaceDir != "" {
+	switch {
+	case spec.WritableRoot:
+		// The workspace and the home directory live in the container's
+		// layer (and reach a snapshot of it); /tmp stays a bounded tmpfs.
+		delete(tmpfs, p.cfg.HomeDir)
+	case spec.WorkspaceDir != "":
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: spec.WorkspaceDir, Target: sandbox.WorkDir})
-	} else {
+	default:
 		tmpfs[sandbox.WorkDir] = homeOpts + size
 	}
+	entry := []string{shimTarget, "__shim", "-workdir", sandbox.WorkDir}
+	if spec.DiskBytes > 0 {
+		// No single file may outgrow the disk limit, even between two of
+		// the watchdog's samples (fallocate, a sparse file).
+		entry = append(entry, "-max-file-size", strconv.FormatInt(spec.DiskBytes, 10))
+	}
+	if spec.EgressDir != "" {
+		// The shim sets the proxy variables for commands while it forwards,
+		// so they never enter the container's configuration (nor a
+		// snapshot committed from it).
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: spec.EgressDir, Target: sandbox.EgressRunDir, ReadOnly: true})
+		entry = append(entry, "-egress-socket", sandbox.EgressSocket, "-egress-listen", sandbox.EgressListen)
+	}
+	env := []string{"HOME=" + p.cfg.HomeDir}
 	init := !p.cfg.NoInit
 	pids := spec.Pids
+	user := p.cfg.User
+	var capAdd []string
+	if spec.Root {
+		user = "0:0"
+		capAdd = setupCaps
+	}
+	labels := p.labels(spec.TaskID)
+	for k, v := range spec.Labels {
+		if _, ours := labels[k]; !ours {
+			labels[k] = v
+		}
+	}
 	cfg := &container.Config{
 		Image:        spec.Image,
-		User:         p.cfg.User,
-		Entrypoint:   []string{shimTarget, "__shim", "-workdir", sandbox.WorkDir},
+		User:         user,
+		Entrypoint:   entry,
 		Cmd:          []string{},
 		WorkingDir:   sandbox.WorkDir,
-		Env:          []string{"HOME=" + p.cfg.HomeDir},
+		Env:          env,
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
 		OpenStdin:    true,
 		StdinOnce:    true,
-		Labels:       p.labels(spec.TaskID),
+		Labels:       labels,
 	}
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(spec.Network),
 		CapDrop:        []string{"ALL"},
+		CapAdd:         capAdd,
 		SecurityOpt:    []string{"no-new-privileges"},
-		ReadonlyRootfs: true,
+		ReadonlyRootfs: !spec.WritableRoot,
 		Tmpfs:          tmpfs,
 		Mounts:         mounts,
 		Init:           &init,
@@ -210,6 +260,12 @@ func (p *Provider) containerConfig(spec sandbox.Spec) (*container.Config, *conta
 	}
 	return cfg, hc
 }
+
+// setupCaps are what a root setup needs to install Debian packages (dpkg
+// owns and chmods files; apt drops to its own user to download) and to hand
+// the workspace back to the sandbox user. Everything else stays dropped,
+// and commands run without any of them unless they ask for root.
+var setupCaps = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL"}
 
 func (p *Provider) labels(taskID string) map[string]string {
 	return map[string]string{

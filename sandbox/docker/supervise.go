@@ -24,11 +24,13 @@ func (s *Sandbox) startSupervisor() {
 func (s *Sandbox) supervise(ctx context.Context) {
 	life := time.NewTimer(s.remainingLife())
 	defer life.Stop()
-	// The workspace is a bind mount: no engine quota applies, so it is
-	// measured (tmpfs areas are bounded by their size= option).
+	// The workspace is a bind mount or in the container's own writable
+	// layer: no engine quota applies on this storage driver, so it is
+	// measured (tmpfs areas are bounded by their size= option; a single
+	// file by the shim's RLIMIT_FSIZE).
 	var watch <-chan time.Time
 	var watchTimer *time.Timer
-	if s.spec.WorkspaceDir != "" && s.spec.DiskBytes > 0 {
+	if (s.spec.WorkspaceDir != "" || s.spec.WritableRoot) && s.spec.DiskBytes > 0 {
 		watchTimer = time.NewTimer(0)
 		defer watchTimer.Stop()
 		watch = watchTimer.C
@@ -58,16 +60,16 @@ func (s *Sandbox) supervise(ctx context.Context) {
 		case <-watch:
 			begin := time.Now()
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
-			used, err := s.client.Usage(cctx)
+			used, err := s.diskUsed(cctx)
 			cancel()
 			if err == nil && used > s.spec.DiskBytes {
-				s.fail(sbErr(sandbox.ErrLimit, "call", fmt.Errorf("workspace exceeded %d MB (used %d MB)", s.spec.DiskBytes/1e6, used/1e6)))
+				s.fail(sbErr(sandbox.ErrLimit, "call", fmt.Errorf("the sandbox's disk use exceeded %d MB (used %d MB)", s.spec.DiskBytes/1e6, used/1e6)))
 				s.p.cfg.Logger.Info("sandbox workspace over limit", "id", shortID(s.id), "task", s.spec.TaskID, "used", used, "limit", s.spec.DiskBytes)
 				s.kill()
 				return
 			}
-			// A slow walk (a huge tree) is not repeated back to back.
-			watchTimer.Reset(max(s.p.cfg.WatchInterval, 20*time.Since(begin)))
+			// A slow measurement (a huge tree) is not repeated back to back.
+			watchTimer.Reset(max(s.p.cfg.WatchInterval, 5*time.Since(begin)))
 		}
 	}
 }
@@ -76,4 +78,22 @@ func (s *Sandbox) remainingLife() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return max(time.Until(s.started.Add(s.lifetime)), 0)
+}
+
+// diskUsed is what the sandbox wrote: for a writable root, the size of its
+// copy-on-write layer as the engine counts it (as root, so directories the
+// sandbox user made unreadable count too); for a bind-mounted workspace, the
+// shim's walk of it.
+func (s *Sandbox) diskUsed(ctx context.Context) (int64, error) {
+	if !s.spec.WritableRoot {
+		return s.client.Usage(ctx)
+	}
+	st, _, err := s.p.cli.ContainerInspectWithRaw(ctx, s.id, true)
+	if err != nil {
+		return 0, err
+	}
+	if st.SizeRw == nil {
+		return 0, fmt.Errorf("the engine did not report the layer's size")
+	}
+	return *st.SizeRw, nil
 }

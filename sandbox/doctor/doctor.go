@@ -10,6 +10,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -20,6 +21,7 @@ import (
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 
+	"github.com/wrenchworks/wrench/sandbox/docker"
 	"github.com/wrenchworks/wrench/sandbox/image"
 )
 
@@ -45,12 +47,17 @@ type Options struct {
 	// Runtime is the OCI runtime sandboxes use (e.g. "runsc"); empty
 	// means the engine's default.
 	Runtime string
+	// BindSources are the paths (directories or files, as this process
+	// sees them) sandboxes will bind-mount; the check that the engine sees
+	// them at the same paths needs an Engine that can also create
+	// containers ([docker.ContainerCreator]) and the image present.
+	BindSources []string
 }
 
 // Finding is one problem or warning.
 type Finding struct {
 	// Check names what was checked: engine, api, limits, runtime, image,
-	// security.
+	// mounts, security.
 	Check   string `json:"check"`
 	Message string `json:"message"`
 	// Fix says what to do about it, when something can be done.
@@ -150,7 +157,28 @@ func Check(ctx context.Context, eng Engine, opts Options) Report {
 	case !st.Current && opts.Image == image.DefaultTag:
 		r.warn("image", "run `wrench image build`", "sandbox image %s was built from an older recipe", opts.Image)
 	}
+	if st.Present {
+		r.checkMounts(ctx, eng, opts)
+	}
 	return r
+}
+
+// checkMounts checks that the engine sees opts.BindSources at the same
+// paths as this process.
+func (r *Report) checkMounts(ctx context.Context, eng Engine, opts Options) {
+	cc, ok := eng.(docker.ContainerCreator)
+	if len(opts.BindSources) == 0 || !ok {
+		return
+	}
+	err := docker.CheckBindSources(ctx, cc, opts.Image, opts.BindSources)
+	var hidden *docker.HiddenPathsError
+	switch {
+	case errors.As(err, &hidden):
+		r.problem("mounts", hidden.Fix(), "the engine cannot see %s at the same path as this process: every sandbox would fail to start",
+			strings.Join(hidden.Paths, ", "))
+	case err != nil:
+		r.warn("mounts", "", "could not check that the engine sees %s: %v", strings.Join(opts.BindSources, ", "), err)
+	}
 }
 
 func (r *Report) checkInfo(info system.Info, opts Options) {

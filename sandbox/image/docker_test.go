@@ -42,7 +42,7 @@ func runIn(t *testing.T, c *client.Client, img string, env []string, script stri
 			CapDrop:        []string{"ALL"},
 			SecurityOpt:    []string{"no-new-privileges"},
 			ReadonlyRootfs: true,
-			Tmpfs:          map[string]string{"/tmp": "rw,exec,nosuid,size=512m"},
+			Tmpfs:          map[string]string{"/tmp": "rw,exec,nosuid,size=512m", "/home/wrench": "rw,exec,nosuid,size=512m,uid=1000,gid=1000"},
 		}, nil, nil, "")
 	if err != nil {
 		t.Fatalf("create container: %v", err)
@@ -114,7 +114,12 @@ func TestBuildDefaultImage(t *testing.T) {
 		{
 			name:   "tools",
 			script: "git --version && python3 -m pytest --version && go version && id -u && id -g && pwd && echo $HOME",
-			want:   []string{"git version", "pytest", "go version go1.", "\n1000\n1000\n/workspace\n/home/wrench\n"},
+			want:   []string{"git version", "pytest", "go version go1.24", "\n1000\n1000\n/workspace\n/home/wrench\n"},
+		},
+		{
+			name:   "current toolchains, Go's caches in the home directory, toolchain switching on",
+			script: "python3 --version && go env GOTOOLCHAIN GOPATH GOCACHE && make --version | head -1 && curl --version | head -1 && python3 -m venv --help >/dev/null && echo venv",
+			want:   []string{"Python 3.13", "auto\n/home/wrench/go\n/home/wrench/.cache/go-build\n", "GNU Make", "curl", "venv"},
 		},
 		{
 			name:   "git accepts any owner and has an identity",
@@ -123,13 +128,13 @@ func TestBuildDefaultImage(t *testing.T) {
 		},
 		{
 			name:   "go test starts from the seeded cache",
-			script: tinyModule + "go test ./... && test -e /tmp/gocache/trim.txt -o -n \"$(ls /tmp/gocache)\" && echo seeded",
+			script: tinyModule + "go test ./... && test -e $GOCACHE/trim.txt -o -n \"$(ls $GOCACHE)\" && echo seeded",
 			want:   []string{"ok  \texample.com/calc", "seeded"},
 		},
 		{
 			name:   "seeding can be turned off",
 			env:    []string{"WRENCH_GOCACHE_SEED="},
-			script: "go env GOROOT >/dev/null && test ! -e /tmp/gocache && echo unseeded",
+			script: "go env GOROOT >/dev/null && test ! -e $GOCACHE && echo unseeded",
 			want:   []string{"unseeded"},
 		},
 		{

@@ -17,7 +17,7 @@ import (
 )
 
 // DefaultTag is the tag of the default sandbox image.
-const DefaultTag = "wrench-sandbox:default"
+const DefaultTag = sandbox.DefaultImage
 
 // Labels on the images Build produces.
 const (
@@ -66,6 +66,9 @@ type Options struct {
 	CacheDir string
 	// NoCache disables CacheDir.
 	NoCache bool
+	// Packages are extra Debian packages installed on top of the default
+	// recipe's (a team's own base image; give it its own Tag).
+	Packages []string
 }
 
 // Status describes the image a tag names.
@@ -73,10 +76,12 @@ type Status struct {
 	Tag string `json:"tag"`
 	// Present is whether the tag exists in the engine.
 	Present bool `json:"present"`
-	// Current is whether it was built from this package's recipe.
-	Current bool   `json:"current"`
-	ID      string `json:"id,omitempty"`
-	Size    int64  `json:"size,omitempty"`
+	// Current is whether it was built from this package's default recipe.
+	Current bool `json:"current"`
+	// Recipe is the hash of the recipe it was built from.
+	Recipe string `json:"recipe,omitempty"`
+	ID     string `json:"id,omitempty"`
+	Size   int64  `json:"size,omitempty"`
 }
 
 // Build builds the sandbox image and tags it, unless an image with the same
@@ -100,13 +105,14 @@ func Build(ctx context.Context, opts Options) error {
 		defer c.Close()
 		eng = c
 	}
-	r := defaultRecipe(opts.Mirror)
+	r := defaultRecipe(opts.Mirror, opts.Packages)
 	hash := r.hash()
 
 	st, err := Inspect(ctx, eng, opts.Tag)
 	if err != nil {
 		return err
 	}
+	st.Current = st.Recipe == hash
 	switch {
 	case st.Present && st.Current && !opts.Force:
 		log.Info("sandbox image up to date", "tag", opts.Tag, "id", shortID(st.ID))
@@ -167,14 +173,15 @@ func Inspect(ctx context.Context, eng Inspector, tag string) (Status, error) {
 	st.ID = resp.ID
 	st.Size = resp.Size
 	if resp.Config != nil {
-		st.Current = resp.Config.Labels[LabelRecipe] == RecipeHash()
+		st.Recipe = resp.Config.Labels[LabelRecipe]
+		st.Current = st.Recipe == RecipeHash()
 	}
 	return st, nil
 }
 
 // RecipeHash is the hash of the recipe Build uses, the value of
 // [LabelRecipe] on an image it builds.
-func RecipeHash() string { return defaultRecipe("").hash() }
+func RecipeHash() string { return defaultRecipe("", nil).hash() }
 
 func newClient() (*client.Client, error) {
 	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())

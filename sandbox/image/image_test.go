@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -103,7 +106,7 @@ func fakeMmdebstrap(t *testing.T, stdout string, code int) (argsFile string) {
 }
 
 func TestBuild(t *testing.T) {
-	current := defaultRecipe("").hash()
+	current := defaultRecipe("", nil).hash()
 	tests := []struct {
 		name        string
 		existing    map[string]image.InspectResponse
@@ -177,7 +180,7 @@ func TestBuild(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !strings.Contains(string(args), "\nbookworm\n-\n"+DefaultMirror+"\n") {
+				if !strings.Contains(string(args), "\n"+DefaultSuite+"\n-\n"+DefaultMirror+"\n") {
 					t.Errorf("mmdebstrap args do not end with suite, stdout, mirror:\n%s", args)
 				}
 			}
@@ -194,13 +197,13 @@ func TestBuildEngineUnreachable(t *testing.T) {
 }
 
 func TestRecipeHash(t *testing.T) {
-	base := defaultRecipe("")
-	if base.hash() != defaultRecipe("http://mirror.example/debian").hash() {
+	base := defaultRecipe("", nil)
+	if base.hash() != defaultRecipe("http://mirror.example/debian", nil).hash() {
 		t.Error("hash depends on the mirror")
 	}
 	mutations := map[string]func(*recipe){
-		"suite":    func(r *recipe) { r.Suite = "trixie" },
-		"packages": func(r *recipe) { r.Packages = append(r.Packages, "make") },
+		"suite":    func(r *recipe) { r.Suite = "bookworm" },
+		"packages": func(r *recipe) { r.Packages = append(r.Packages, "jq") },
 		"excludes": func(r *recipe) { r.Excludes = r.Excludes[1:] },
 		"changes":  func(r *recipe) { r.Changes = append(r.Changes, "ENV X=1") },
 		"boundary": func(r *recipe) {
@@ -209,7 +212,7 @@ func TestRecipeHash(t *testing.T) {
 		},
 	}
 	for name, mutate := range mutations {
-		r := defaultRecipe("")
+		r := defaultRecipe("", nil)
 		r.Packages = append([]string(nil), r.Packages...)
 		mutate(&r)
 		if r.hash() == base.hash() {
@@ -218,8 +221,26 @@ func TestRecipeHash(t *testing.T) {
 	}
 }
 
+func TestExtraPackages(t *testing.T) {
+	base, extra := defaultRecipe("", nil), defaultRecipe("", []string{"libpq-dev"})
+	if base.hash() == extra.hash() {
+		t.Error("extra packages do not change the recipe hash")
+	}
+	args := strings.Join(extra.mmdebstrapArgs("/tmp/c.sh", "", ""), "\n")
+	if !strings.Contains(args, ",curl,libpq-dev\n") {
+		t.Errorf("extra package not installed:\n%s", args)
+	}
+	// An image built with the extras is current for a build with them, and
+	// a build without them rebuilds it.
+	eng := &fakeEngine{images: map[string]image.InspectResponse{"team:base": {ID: "sha256:1",
+		Config: &dockerspec.DockerOCIImageConfig{ImageConfig: ocispec.ImageConfig{Labels: map[string]string{LabelRecipe: extra.hash()}}}}}}
+	if err := Build(context.Background(), Options{Engine: eng, Tag: "team:base", Packages: []string{"libpq-dev"}}); err != nil || eng.imports != 0 {
+		t.Errorf("build with the same extras: err %v, %d imports; want a no-op", err, eng.imports)
+	}
+}
+
 func TestMmdebstrapArgsGolden(t *testing.T) {
-	args := defaultRecipe("").mmdebstrapArgs("/tmp/hook/customize.sh", "/var/cache/wrench/debs", eatmydataHooks)
+	args := defaultRecipe("", nil).mmdebstrapArgs("/tmp/hook/customize.sh", "/var/cache/wrench/debs", eatmydataHooks)
 	got := strings.Join(args, "\n") + "\n"
 	golden := filepath.Join("testdata", "mmdebstrap-args.golden")
 	if *update {
@@ -249,7 +270,7 @@ func TestDebCacheDir(t *testing.T) {
 // parses them: an ENV value with a space must be quoted.
 func TestChangesSyntax(t *testing.T) {
 	env := regexp.MustCompile(`^ENV [A-Za-z_][A-Za-z0-9_]*=("[^"]*"|[^\s"]*)$`)
-	for _, c := range defaultRecipe("").changes("sha256:x") {
+	for _, c := range defaultRecipe("", nil).changes("sha256:x") {
 		verb, _, _ := strings.Cut(c, " ")
 		switch verb {
 		case "ENV":
@@ -260,5 +281,26 @@ func TestChangesSyntax(t *testing.T) {
 		default:
 			t.Errorf("%q: instruction not allowed in an import", c)
 		}
+	}
+}
+
+// TestImageUserIsTheSandboxUser: the image's user and home are the
+// sandbox package's (sandbox.UID, sandbox.GID, sandbox.HomeDir), the one
+// place the backend, the policy and the workspace's owner read them from.
+func TestImageUserIsTheSandboxUser(t *testing.T) {
+	r := defaultRecipe("", nil)
+	for _, want := range []string{
+		fmt.Sprintf("useradd --uid %d --user-group --create-home --shell /bin/bash %s", sandbox.UID, path.Base(sandbox.HomeDir)),
+		fmt.Sprintf("chown %d:%d \"$root/workspace\"", sandbox.UID, sandbox.GID),
+	} {
+		if !strings.Contains(customizeScript, want) {
+			t.Errorf("files/customize.sh lacks %q", want)
+		}
+	}
+	if sandbox.GID != sandbox.UID {
+		t.Errorf("useradd --user-group gives gid %d, sandbox.GID is %d", sandbox.UID, sandbox.GID)
+	}
+	if !slices.Contains(r.Changes, "USER "+sandbox.User()) || !slices.Contains(r.Changes, "ENV HOME="+sandbox.HomeDir) {
+		t.Errorf("recipe changes %q lack the sandbox user or home", r.Changes)
 	}
 }

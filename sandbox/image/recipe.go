@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 // DefaultMirror is the Debian mirror Build installs packages from.
@@ -13,7 +15,7 @@ const DefaultMirror = "http://deb.debian.org/debian"
 
 // recipeVersion changes whenever the build steps change in a way the other
 // hashed inputs would not show.
-const recipeVersion = "3"
+const recipeVersion = "4"
 
 //go:embed files/customize.sh
 var customizeScript string
@@ -31,17 +33,26 @@ type recipe struct {
 	Changes []string
 }
 
-func defaultRecipe(mirror string) recipe {
+// DefaultSuite is the Debian release the default image is built from
+// (trixie: Go 1.24, Python 3.13).
+const DefaultSuite = "trixie"
+
+// basePackages are the default image's packages: a shell and the usual
+// tools, git, Go and Python with pytest, pip and venv, make and curl.
+var basePackages = []string{
+	"bash", "coreutils", "findutils", "grep", "sed", "diffutils", "patch", "procps",
+	"git", "python3", "python3-pytest", "python3-pip", "python3-venv", "ca-certificates",
+	"golang-go", "make", "curl",
+}
+
+func defaultRecipe(mirror string, extra []string) recipe {
 	if mirror == "" {
 		mirror = DefaultMirror
 	}
 	return recipe{
-		Suite:  "bookworm",
-		Mirror: mirror,
-		Packages: []string{
-			"bash", "coreutils", "findutils", "grep", "sed", "diffutils", "patch",
-			"git", "python3", "python3-pytest", "ca-certificates", "golang-go",
-		},
+		Suite:    DefaultSuite,
+		Mirror:   mirror,
+		Packages: append(append([]string(nil), basePackages...), extra...),
 		Excludes: []string{
 			"/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*",
 			"/usr/share/doc/*", "/usr/share/lintian/*",
@@ -53,19 +64,28 @@ func defaultRecipe(mirror string) recipe {
 		},
 		Includes: []string{"/usr/share/doc/*/copyright"},
 		Changes: []string{
-			"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			"ENV HOME=/home/wrench",
+			"ENV PATH=" + sandbox.HomeDir + "/.local/bin:" + sandbox.HomeDir + "/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"ENV HOME=" + sandbox.HomeDir,
 			"ENV LANG=C.UTF-8",
 			"ENV CGO_ENABLED=0",
-			"ENV GOCACHE=/tmp/gocache",
-			"ENV GOPATH=/tmp/go",
+			// Caches and modules live in the home directory, so an
+			// environment snapshot keeps what setup downloaded and built.
+			"ENV GOCACHE=" + sandbox.HomeDir + "/.cache/go-build",
+			"ENV GOPATH=" + sandbox.HomeDir + "/go",
 			"ENV GOFLAGS=-modcacherw",
+			// A go.mod's go and toolchain lines are honoured: a newer Go
+			// comes from the module proxy (golang.org/toolchain) during
+			// setup and stays in the snapshot's module cache.
+			"ENV GOTOOLCHAIN=auto",
+			// pip installs for the sandbox user (~/.local) on a Debian
+			// that marks its Python as externally managed.
+			"ENV PIP_BREAK_SYSTEM_PACKAGES=1",
 			"ENV WRENCH_GOCACHE_SEED=" + GoCacheSeed,
 			// Keep test runs from leaving caches in the workspace, where
 			// they would end up in the task's diff.
 			"ENV PYTHONDONTWRITEBYTECODE=1",
 			`ENV PYTEST_ADDOPTS="-p no:cacheprovider"`,
-			"USER 1000:1000",
+			"USER " + sandbox.User(),
 			"WORKDIR /workspace",
 			`CMD ["bash"]`,
 			"LABEL " + LabelImage + "=sandbox",

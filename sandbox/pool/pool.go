@@ -80,6 +80,10 @@ type Config struct {
 	StartTimeout time.Duration
 	// Logger receives refill failures (default slog.Default()).
 	Logger *slog.Logger
+	// BeforeStart, when set, may change the spec of every sandbox the pool
+	// starts (give it an egress session, say); release is called once the
+	// sandbox is discarded or its lease released.
+	BeforeStart func(ctx context.Context, spec *sandbox.Spec) (release func(), err error)
 }
 
 // Lease is a sandbox handed out by [Pool.Acquire].
@@ -93,7 +97,8 @@ type Lease struct {
 	// Warm says the sandbox came ready from the pool.
 	Warm bool
 
-	ownDir bool
+	ownDir  bool
+	release func()
 }
 
 // Release closes the sandbox and, when the pool made the workspace
@@ -102,6 +107,10 @@ func (l *Lease) Release(ctx context.Context) error {
 	err := l.Sandbox.Close(ctx)
 	if l.ownDir {
 		err = errors.Join(err, os.RemoveAll(l.WorkspaceDir))
+	}
+	if l.release != nil {
+		l.release()
+		l.release = nil
 	}
 	return err
 }
@@ -116,9 +125,10 @@ type Stats struct {
 }
 
 type slot struct {
-	sb    sandbox.Sandbox
-	dir   string
-	ready time.Time
+	sb      sandbox.Sandbox
+	dir     string
+	ready   time.Time
+	release func()
 }
 
 // Pool hands out started sandboxes. It is safe for concurrent use.
@@ -147,12 +157,15 @@ func New(prov sandbox.Provider, cfg Config) (*Pool, error) {
 	if len(images) == 0 {
 		images = []string{cfg.Template.Image}
 	}
-	if cfg.Size > 0 {
+	if cfg.Size > 0 && !cfg.Template.WritableRoot {
 		for _, img := range images {
 			if img == "" {
 				return nil, errors.New("pool: name the images to keep warm (Template.Image or Images)")
 			}
 		}
+	}
+	if len(cfg.Images) == 0 && cfg.Template.Image == "" {
+		images = nil // SetImages names them later
 	}
 	if cfg.Dir == "" {
 		cfg.Dir = filepath.Join(os.TempDir(), "wrench-pool")
@@ -209,7 +222,7 @@ func (p *Pool) Acquire(ctx context.Context, spec sandbox.Spec) (*Lease, error) {
 				continue
 			}
 			p.count(func(st *Stats) { st.Hits++ })
-			return &Lease{Sandbox: s.sb, WorkspaceDir: s.dir, Warm: true, ownDir: true}, nil
+			return &Lease{Sandbox: s.sb, WorkspaceDir: s.dir, Warm: true, ownDir: s.dir != "", release: s.release}, nil
 		}
 	}
 	p.mu.Lock()
@@ -224,22 +237,67 @@ func (p *Pool) Acquire(ctx context.Context, spec sandbox.Spec) (*Lease, error) {
 
 func (p *Pool) startCold(ctx context.Context, spec sandbox.Spec) (*Lease, error) {
 	lease := &Lease{WorkspaceDir: spec.WorkspaceDir}
-	if spec.WorkspaceDir == "" {
+	if spec.WorkspaceDir == "" && !spec.WritableRoot {
 		dir, err := p.newDir()
 		if err != nil {
 			return nil, err
 		}
 		spec.WorkspaceDir, lease.WorkspaceDir, lease.ownDir = dir, dir, true
 	}
-	sb, err := p.prov.Start(ctx, spec)
+	sb, release, err := p.start(ctx, spec)
 	if err != nil {
 		if lease.ownDir {
 			os.RemoveAll(lease.WorkspaceDir)
 		}
 		return nil, err
 	}
-	lease.Sandbox = sb
+	lease.Sandbox, lease.release = sb, release
 	return lease, nil
+}
+
+// start starts one sandbox, through BeforeStart when set.
+func (p *Pool) start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, func(), error) {
+	var release func()
+	if p.cfg.BeforeStart != nil {
+		var err error
+		if release, err = p.cfg.BeforeStart(ctx, &spec); err != nil {
+			return nil, nil, err
+		}
+	}
+	sb, err := p.prov.Start(ctx, spec)
+	if err != nil {
+		if release != nil {
+			release()
+		}
+		return nil, nil, err
+	}
+	return sb, release, nil
+}
+
+// SetImages changes the images kept warm: ready sandboxes of images no
+// longer listed are closed, and new ones are started in the background.
+func (p *Pool) SetImages(images []string) {
+	want := map[string]bool{}
+	for _, img := range images {
+		want[img] = true
+	}
+	var drop []*slot
+	p.mu.Lock()
+	p.images = append([]string(nil), images...)
+	for img, list := range p.ready {
+		if !want[img] {
+			drop = append(drop, list...)
+			delete(p.ready, img)
+		}
+	}
+	p.mu.Unlock()
+	for _, s := range drop {
+		p.discard(s)
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
 }
 
 // take removes and returns the oldest ready slot matching spec, or nil.
@@ -284,7 +342,7 @@ func matches(tmpl, spec sandbox.Spec) bool {
 		}
 		return n
 	}
-	return network(tmpl.Network) == network(spec.Network) &&
+	return network(tmpl.Network) == network(spec.Network) && tmpl.WritableRoot == spec.WritableRoot &&
 		tmpl.MemoryBytes == spec.MemoryBytes && tmpl.NanoCPUs == spec.NanoCPUs &&
 		tmpl.Pids == spec.Pids && tmpl.DiskBytes == spec.DiskBytes && tmpl.Runtime == spec.Runtime
 }
@@ -332,7 +390,10 @@ func (p *Pool) Close(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = errors.Join(s.sb.Close(ctx), os.RemoveAll(s.dir))
+			errs[i] = errors.Join(s.sb.Close(ctx), removeDir(s.dir))
+			if s.release != nil {
+				s.release()
+			}
 		}()
 	}
 	wg.Wait()
@@ -345,7 +406,17 @@ func (p *Pool) discard(s *slot) {
 	if err := s.sb.Close(ctx); err != nil {
 		p.cfg.Logger.Warn("close pooled sandbox", "id", s.sb.ID(), "err", err)
 	}
-	os.RemoveAll(s.dir)
+	removeDir(s.dir)
+	if s.release != nil {
+		s.release()
+	}
+}
+
+func removeDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	return os.RemoveAll(dir)
 }
 
 func (p *Pool) newDir() (string, error) {

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"os"
 	"time"
 )
 
@@ -38,7 +37,10 @@ func (p *Pool) run(ctx context.Context) {
 // refill starts sandboxes, one at a time, until every image has Size
 // ready. It stops at the first failure.
 func (p *Pool) refill(ctx context.Context) error {
-	for _, img := range p.images {
+	p.mu.Lock()
+	images := p.images
+	p.mu.Unlock()
+	for _, img := range images {
 		for {
 			p.mu.Lock()
 			n := len(p.ready[img])
@@ -56,6 +58,11 @@ func (p *Pool) refill(ctx context.Context) error {
 				return err
 			}
 			p.mu.Lock()
+			if !contains(p.images, img) { // dropped by SetImages meanwhile
+				p.mu.Unlock()
+				p.discard(s)
+				break
+			}
 			p.ready[img] = append(p.ready[img], s)
 			p.mu.Unlock()
 		}
@@ -64,20 +71,32 @@ func (p *Pool) refill(ctx context.Context) error {
 }
 
 func (p *Pool) startWarm(ctx context.Context, image string) (*slot, error) {
-	dir, err := p.newDir()
-	if err != nil {
-		return nil, err
-	}
 	spec := p.cfg.Template
+	var dir string
+	if !spec.WritableRoot {
+		var err error
+		if dir, err = p.newDir(); err != nil {
+			return nil, err
+		}
+	}
 	spec.Image, spec.WorkspaceDir, spec.TaskID, spec.Env, spec.Timeout = image, dir, WarmTaskID, nil, 0
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
 	defer cancel()
-	sb, err := p.prov.Start(ctx, spec)
+	sb, release, err := p.start(ctx, spec)
 	if err != nil {
-		os.RemoveAll(dir)
+		removeDir(dir)
 		return nil, err
 	}
-	return &slot{sb: sb, dir: dir, ready: time.Now()}, nil
+	return &slot{sb: sb, dir: dir, ready: time.Now(), release: release}, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
 }
 
 // recycle closes ready sandboxes idle for longer than MaxIdle; refill

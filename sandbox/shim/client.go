@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"sync"
-	"time"
 
 	"github.com/wrenchworks/wrench/sandbox"
 )
@@ -191,36 +190,14 @@ func (c *Client) Ping(ctx context.Context) error {
 // Exec runs req.Command with the server's shell, with env added to the
 // server's base environment.
 func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest, env map[string]string) (sandbox.ExecResult, error) {
-	r := &Request{
-		Op:        OpExec,
-		Command:   req.Command,
-		Dir:       req.Dir,
-		TimeoutMS: req.Timeout.Milliseconds(),
-		MaxOutput: req.MaxOutput,
-		Stdin:     req.Stdin,
-		Env:       env,
-	}
-	if req.Timeout > 0 && r.TimeoutMS == 0 {
-		r.TimeoutMS = 1
-	}
-	resp, err := c.call(ctx, r)
+	resp, err := c.call(ctx, execRequestFrame(req, env))
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	if resp.Exec == nil {
-		return sandbox.ExecResult{}, fmt.Errorf("exec: empty response")
+		return sandbox.ExecResult{}, emptyResponse(OpExec)
 	}
-	out := resp.Exec.Output
-	if out == nil {
-		out = []byte{}
-	}
-	return sandbox.ExecResult{
-		ExitCode: resp.Exec.ExitCode,
-		Output:   out,
-		Dropped:  resp.Exec.Dropped,
-		TimedOut: resp.Exec.TimedOut,
-		Duration: time.Duration(resp.Exec.DurationNS),
-	}, nil
+	return execResultOf(resp.Exec), nil
 }
 
 // ReadFile returns a file's contents.
@@ -255,9 +232,9 @@ func (c *Client) Stat(ctx context.Context, path string) (sandbox.FileInfo, error
 		return sandbox.FileInfo{}, err
 	}
 	if resp.Info == nil {
-		return sandbox.FileInfo{}, fmt.Errorf("stat: empty response")
+		return sandbox.FileInfo{}, emptyResponse(OpStat)
 	}
-	return fileInfo(*resp.Info), nil
+	return fileInfoOf(*resp.Info), nil
 }
 
 // ListDir lists one directory sorted by name.
@@ -266,11 +243,7 @@ func (c *Client) ListDir(ctx context.Context, path string) ([]sandbox.FileInfo, 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]sandbox.FileInfo, len(resp.Infos))
-	for i, in := range resp.Infos {
-		out[i] = fileInfo(in)
-	}
-	return out, nil
+	return fileInfosOf(resp.Infos), nil
 }
 
 // Glob returns workspace-relative paths under dir matching pattern.
@@ -287,15 +260,11 @@ func (c *Client) Glob(ctx context.Context, pattern, dir string) ([]string, error
 
 // Grep searches for a regular expression.
 func (c *Client) Grep(ctx context.Context, req sandbox.GrepRequest) ([]sandbox.GrepMatch, error) {
-	resp, err := c.call(ctx, &Request{Op: OpGrep, Pattern: req.Pattern, Path: req.Path, Include: req.Include, MaxMatches: req.MaxMatches})
+	resp, err := c.call(ctx, grepRequestFrame(req))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]sandbox.GrepMatch, len(resp.Matches))
-	for i, m := range resp.Matches {
-		out[i] = sandbox.GrepMatch(m)
-	}
-	return out, nil
+	return grepMatchesOf(resp.Matches), nil
 }
 
 // Usage returns the bytes of disk used under the workspace.
@@ -305,8 +274,4 @@ func (c *Client) Usage(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return resp.Bytes, nil
-}
-
-func fileInfo(in Info) sandbox.FileInfo {
-	return sandbox.FileInfo{Path: in.Path, Size: in.Size, Mode: fs.FileMode(in.Mode), IsDir: in.IsDir, ModTime: in.ModTime}
 }

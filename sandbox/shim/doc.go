@@ -36,6 +36,17 @@
 // an error. A per-command RLIMIT_NPROC is not used: the kernel counts it per
 // user across the host, and every sandbox runs as the same user.
 //
+// # Egress
+//
+// With Options.EgressListen and Options.EgressSocket set, Serve also runs a
+// [Forwarder]: a TCP listener on a loopback address inside the sandbox
+// (where HTTP_PROXY points) whose connections are handed to the egress
+// proxy through its unix socket, which the host bind-mounts into the
+// sandbox: the accepted socket itself is passed (or, where it cannot be,
+// its bytes relayed). The sandbox needs no network interface for it. The
+// forwarder adds nothing to the bytes; when no proxy serves the socket it
+// answers 403 saying so.
+//
 // # Paths
 //
 // File operations take paths relative to the workspace (absolute paths

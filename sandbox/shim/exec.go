@@ -4,27 +4,37 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/wrenchworks/wrench/sandbox"
 )
+
+// credential parses "uid:gid" for an exec as another user.
+func credential(user string) (*syscall.Credential, error) {
+	var uid, gid uint32
+	if _, err := fmt.Sscanf(user, "%d:%d", &uid, &gid); err != nil {
+		return nil, fmt.Errorf("exec: user %q: want uid:gid: %w", user, errInvalidReq)
+	}
+	return &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}, nil
+}
 
 // runExec runs one command with the shell in its own process group and
 // returns when the shell has exited and its output is drained (or after a
 // short grace when a process that left the group still holds the pipe).
 // Processes still in the group when the shell exits are killed.
-func (s *server) runExec(ctx context.Context, req *Request) (*ExecOutcome, error) {
+func (s *server) runExec(ctx context.Context, req sandbox.ExecRequest, env map[string]string) (sandbox.ExecResult, error) {
 	dir, err := s.execDir(req.Dir)
 	if err != nil {
-		return nil, err
+		return sandbox.ExecResult{}, err
 	}
 	timeout := s.opts.ExecTimeout
-	if req.TimeoutMS > 0 {
-		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
+	if req.Timeout > 0 {
+		timeout = req.Timeout
 	}
 	maxOut := s.opts.MaxOutput
 	if req.MaxOutput > 0 {
@@ -33,21 +43,29 @@ func (s *server) runExec(ctx context.Context, req *Request) (*ExecOutcome, error
 
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("exec: output pipe: %w", err)
+		return sandbox.ExecResult{}, fmt.Errorf("exec: output pipe: %w", err)
 	}
 	defer pr.Close()
 	cmd := exec.Command(s.shell, "-c", req.Command)
 	cmd.Dir = dir
-	cmd.Env = mergeEnv(s.opts.Env, req.Env)
+	cmd.Env = mergeEnv(s.opts.Env, env)
 	cmd.Stdout = pw
 	cmd.Stderr = pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if req.User != "" {
+		cred, err := credential(req.User)
+		if err != nil {
+			pw.Close()
+			return sandbox.ExecResult{}, err
+		}
+		cmd.SysProcAttr.Credential = cred
+	}
 	var stdinW *os.File
 	if req.Stdin != nil {
 		sr, sw, err := os.Pipe()
 		if err != nil {
 			pw.Close()
-			return nil, fmt.Errorf("exec: stdin pipe: %w", err)
+			return sandbox.ExecResult{}, fmt.Errorf("exec: stdin pipe: %w", err)
 		}
 		defer sr.Close()
 		cmd.Stdin = sr
@@ -63,7 +81,7 @@ func (s *server) runExec(ctx context.Context, req *Request) (*ExecOutcome, error
 		if res, ok := startFailure(err); ok {
 			return res, nil
 		}
-		return nil, err
+		return sandbox.ExecResult{}, err
 	}
 	pgid := cmd.Process.Pid
 	group := &execGroup{pgid: pgid}
@@ -120,18 +138,18 @@ func (s *server) runExec(ctx context.Context, req *Request) (*ExecOutcome, error
 	}
 	<-stdinDone
 	if canceled {
-		return nil, fmt.Errorf("exec: %w", errCanceled)
+		return sandbox.ExecResult{}, fmt.Errorf("exec: %w", errCanceled)
 	}
 	if limit := s.killedByGuard(group); limit > 0 {
 		out.Write([]byte(pidsNote(limit, s.opts.PidsSustain)))
 	}
 	output, dropped := out.Bytes()
-	return &ExecOutcome{
-		ExitCode:   exitCode(state),
-		Output:     output,
-		Dropped:    dropped,
-		TimedOut:   timedOut,
-		DurationNS: int64(time.Since(start)),
+	return sandbox.ExecResult{
+		ExitCode: exitCode(state),
+		Output:   output,
+		Dropped:  dropped,
+		TimedOut: timedOut,
+		Duration: time.Since(start),
 	}, nil
 }
 
@@ -169,7 +187,7 @@ func (s *server) execDir(dir string) (string, error) {
 		return "", fmt.Errorf("exec dir %s: %w", dir, classify(err))
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("exec dir %s: %w", dir, errNotDir)
+		return "", fmt.Errorf("exec dir %s: %w", dir, sandbox.ErrNotDir)
 	}
 	return filepath.Join(s.opts.WorkDir, rel), nil
 }
@@ -213,5 +231,3 @@ func detectShell() string {
 	}
 	return "/bin/sh"
 }
-
-var errNotDir = fmt.Errorf("not a directory: %w", fs.ErrInvalid)

@@ -71,8 +71,8 @@ func TestExecBadDir(t *testing.T) {
 		dir  string
 		want error
 	}{
-		{"..", shim.ErrEscape},
-		{"/etc", shim.ErrEscape},
+		{"..", sandbox.ErrEscape},
+		{"/etc", sandbox.ErrEscape},
 		{"missing", os.ErrNotExist},
 		{"f", os.ErrInvalid},
 	} {

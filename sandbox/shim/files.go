@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 var errInvalidReq = fmt.Errorf("invalid request: %w", fs.ErrInvalid)
@@ -19,33 +21,16 @@ var errInvalidReq = fmt.Errorf("invalid request: %w", fs.ErrInvalid)
 // into a clean slash path relative to the root, refusing lexical escapes.
 // Symbolic links are checked by os.Root when the path is used.
 func (s *server) rel(p string) (string, error) {
-	if strings.ContainsRune(p, 0) {
-		return "", fmt.Errorf("path %q: %w", p, errInvalidReq)
-	}
-	if p == "" {
-		return ".", nil
-	}
-	if filepath.IsAbs(p) {
-		r, err := filepath.Rel(s.opts.WorkDir, filepath.Clean(p))
-		if err != nil || r == ".." || strings.HasPrefix(r, "../") {
-			return "", fmt.Errorf("path %s: %w", p, ErrEscape)
-		}
-		return filepath.ToSlash(r), nil
-	}
-	c := path.Clean(filepath.ToSlash(p))
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("path %s: %w", p, ErrEscape)
-	}
-	return c, nil
+	return sandbox.Rel(s.opts.WorkDir, filepath.ToSlash(p))
 }
 
-// classify maps os.Root's escape error (unexported) to ErrEscape.
+// classify maps os.Root's escape error (unexported) to sandbox.ErrEscape.
 func classify(err error) error {
 	if err == nil {
 		return nil
 	}
 	if strings.Contains(err.Error(), "path escapes from parent") {
-		return fmt.Errorf("%w: %w", ErrEscape, err)
+		return fmt.Errorf("%w: %w", sandbox.ErrEscape, err)
 	}
 	return err
 }
@@ -60,7 +45,7 @@ func (s *server) readFile(p string) ([]byte, error) {
 		return nil, classify(err)
 	}
 	if fi.IsDir() {
-		return nil, fmt.Errorf("read %s: %w", p, ErrIsDir)
+		return nil, fmt.Errorf("read %s: %w", p, sandbox.ErrIsDir)
 	}
 	if fi.Size() > s.opts.MaxReadFile {
 		return nil, fmt.Errorf("read %s: %w: %d bytes, limit %d", p, ErrTooLarge, fi.Size(), s.opts.MaxReadFile)
@@ -83,7 +68,7 @@ func (s *server) writeFile(p string, data []byte, mode uint32) error {
 		return err
 	}
 	if rel == "." {
-		return fmt.Errorf("write %s: %w", p, ErrIsDir)
+		return fmt.Errorf("write %s: %w", p, sandbox.ErrIsDir)
 	}
 	if dir := path.Dir(rel); dir != "." {
 		if err := s.root.MkdirAll(dir, 0o755); err != nil {
@@ -94,7 +79,7 @@ func (s *server) writeFile(p string, data []byte, mode uint32) error {
 	existing, err := s.root.Stat(rel)
 	switch {
 	case err == nil && existing.IsDir():
-		return fmt.Errorf("write %s: %w", p, ErrIsDir)
+		return fmt.Errorf("write %s: %w", p, sandbox.ErrIsDir)
 	case err == nil && perm == 0:
 		perm = existing.Mode().Perm()
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
@@ -133,27 +118,26 @@ func (s *server) remove(p string) error {
 		return classify(err)
 	}
 	if fi.IsDir() {
-		return fmt.Errorf("remove %s: %w", p, ErrIsDir)
+		return fmt.Errorf("remove %s: %w", p, sandbox.ErrIsDir)
 	}
 	return classify(s.root.Remove(rel))
 }
 
-func (s *server) stat(p string) (*Info, error) {
+func (s *server) stat(p string) (sandbox.FileInfo, error) {
 	rel, err := s.rel(p)
 	if err != nil {
-		return nil, err
+		return sandbox.FileInfo{}, err
 	}
 	fi, err := s.root.Stat(rel)
 	if err != nil {
-		return nil, classify(err)
+		return sandbox.FileInfo{}, classify(err)
 	}
-	info := toInfo(rel, fi)
-	return &info, nil
+	return toInfo(rel, fi), nil
 }
 
 // list returns one directory's entries sorted by name. Symbolic links are
 // described, not followed.
-func (s *server) list(p string) ([]Info, error) {
+func (s *server) list(p string) ([]sandbox.FileInfo, error) {
 	rel, err := s.rel(p)
 	if err != nil {
 		return nil, err
@@ -168,14 +152,14 @@ func (s *server) list(p string) ([]Info, error) {
 		return nil, err
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("list %s: %w", p, errNotDir)
+		return nil, fmt.Errorf("list %s: %w", p, sandbox.ErrNotDir)
 	}
 	entries, err := f.ReadDir(-1)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", p, err)
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-	out := make([]Info, 0, len(entries))
+	out := make([]sandbox.FileInfo, 0, len(entries))
 	for _, e := range entries {
 		efi, err := e.Info()
 		if err != nil {
@@ -218,6 +202,6 @@ func (s *server) usage(ctx context.Context) (int64, error) {
 	return total, err
 }
 
-func toInfo(rel string, fi fs.FileInfo) Info {
-	return Info{Path: rel, Size: fi.Size(), Mode: uint32(fi.Mode()), IsDir: fi.IsDir(), ModTime: fi.ModTime()}
+func toInfo(rel string, fi fs.FileInfo) sandbox.FileInfo {
+	return sandbox.FileInfo{Path: rel, Size: fi.Size(), Mode: fi.Mode(), IsDir: fi.IsDir(), ModTime: fi.ModTime()}
 }

@@ -48,10 +48,10 @@ func TestReadWrite(t *testing.T) {
 		{filepath.Join(dir, "d/b.txt"), "B", nil},
 		{"in-link", "A", nil},
 		{"missing", "", fs.ErrNotExist},
-		{"d", "", shim.ErrIsDir},
-		{"../x", "", shim.ErrEscape},
-		{"/etc/passwd", "", shim.ErrEscape},
-		{"out-link", "", shim.ErrEscape},
+		{"d", "", sandbox.ErrIsDir},
+		{"../x", "", sandbox.ErrEscape},
+		{"/etc/passwd", "", sandbox.ErrEscape},
+		{"out-link", "", sandbox.ErrEscape},
 	}
 	for _, tt := range reads {
 		got, err := c.ReadFile(ctx, tt.path)
@@ -69,10 +69,10 @@ func TestReadWrite(t *testing.T) {
 	}{
 		{"new/deep/file.bin", 0, 0o644, nil},
 		{"script.sh", 0o755, 0o755, nil},
-		{"d", 0, 0, shim.ErrIsDir},
-		{"../escape", 0, 0, shim.ErrEscape},
-		{"out-link", 0, 0, shim.ErrEscape},
-		{"out-dir-link/x", 0, 0, shim.ErrEscape},
+		{"d", 0, 0, sandbox.ErrIsDir},
+		{"../escape", 0, 0, sandbox.ErrEscape},
+		{"out-link", 0, 0, sandbox.ErrEscape},
+		{"out-dir-link/x", 0, 0, sandbox.ErrEscape},
 	}
 	os.Symlink(outside, filepath.Join(dir, "out-dir-link"))
 	for _, tt := range writes {
@@ -117,13 +117,13 @@ func TestRemoveStatList(t *testing.T) {
 	c := startShim(t, dir, shim.Options{})
 	ctx := context.Background()
 
-	if err := c.Remove(ctx, "d"); !errors.Is(err, shim.ErrIsDir) {
+	if err := c.Remove(ctx, "d"); !errors.Is(err, sandbox.ErrIsDir) {
 		t.Errorf("Remove(dir) = %v, want ErrIsDir", err)
 	}
 	if err := c.Remove(ctx, "missing"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Remove(missing) = %v", err)
 	}
-	if err := c.Remove(ctx, "../x"); !errors.Is(err, shim.ErrEscape) {
+	if err := c.Remove(ctx, "../x"); !errors.Is(err, sandbox.ErrEscape) {
 		t.Errorf("Remove(../x) = %v", err)
 	}
 
@@ -187,7 +187,7 @@ func TestGlob(t *testing.T) {
 			t.Errorf("Glob(%q, %q) = %q, %v; want %q", tt.pattern, tt.dir, got, err, tt.want)
 		}
 	}
-	if _, err := c.Glob(context.Background(), "*", ".."); !errors.Is(err, shim.ErrEscape) {
+	if _, err := c.Glob(context.Background(), "*", ".."); !errors.Is(err, sandbox.ErrEscape) {
 		t.Errorf("Glob outside = %v", err)
 	}
 	if _, err := c.Glob(context.Background(), "[", ""); !errors.Is(err, fs.ErrInvalid) {
@@ -241,7 +241,7 @@ func TestGrep(t *testing.T) {
 	if _, err := c.Grep(context.Background(), sandbox.GrepRequest{Pattern: "("}); !errors.Is(err, fs.ErrInvalid) {
 		t.Errorf("Grep bad regexp = %v, want ErrInvalid", err)
 	}
-	if _, err := c.Grep(context.Background(), sandbox.GrepRequest{Pattern: "x", Path: "/etc"}); !errors.Is(err, shim.ErrEscape) {
+	if _, err := c.Grep(context.Background(), sandbox.GrepRequest{Pattern: "x", Path: "/etc"}); !errors.Is(err, sandbox.ErrEscape) {
 		t.Errorf("Grep outside = %v, want ErrEscape", err)
 	}
 }

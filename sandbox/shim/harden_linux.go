@@ -16,3 +16,19 @@ func Harden() error {
 	}
 	return nil
 }
+
+// LimitFileSize makes the kernel refuse, to this process and every command
+// it starts, to grow any file past max bytes (RLIMIT_FSIZE; the writer gets
+// EFBIG, or SIGXFSZ when it does not handle it). 0 leaves the limit alone.
+// A sandbox's disk watchdog samples; this bounds what one file can take
+// between two samples, sparse or not.
+func LimitFileSize(max int64) error {
+	if max <= 0 {
+		return nil
+	}
+	lim := syscall.Rlimit{Cur: uint64(max), Max: uint64(max)}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		return fmt.Errorf("setrlimit(RLIMIT_FSIZE, %d): %w", max, err)
+	}
+	return nil
+}

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,45 +59,6 @@ func TestCaptureSplits(t *testing.T) {
 		got, dropped := c.Bytes()
 		if !bytes.Equal(got, want) || dropped != wantDropped {
 			t.Errorf("step %d: got %q (%d)", step, got, dropped)
-		}
-	}
-}
-
-func TestExpandBraces(t *testing.T) {
-	tests := map[string][]string{
-		"*.go":         {"*.go"},
-		"*.{go,md}":    {"*.go", "*.md"},
-		"{a,b}/{c,d}":  {"a/c", "a/d", "b/c", "b/d"},
-		"x{a,{b,c}}y":  {"xay", "xby", "xcy"},
-		"unclosed{a,b": {"unclosed{a,b"},
-		"{single}.txt": {"single.txt"},
-		"":             {""},
-	}
-	for in, want := range tests {
-		got := expandBraces(in)
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("expandBraces(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestMatchSegs(t *testing.T) {
-	tests := []struct {
-		pat, path string
-		want      bool
-	}{
-		{"**", "a/b/c", true},
-		{"**/*.go", "x.go", true},
-		{"**/*.go", "a/b/x.go", true},
-		{"a/**/b", "a/b", true},
-		{"a/**/b", "a/x/y/b", true},
-		{"a/**/b", "a/x/y/c", false},
-		{"*.go", "a/x.go", false},
-		{"a/*", "a/b/c", false},
-	}
-	for _, tt := range tests {
-		if got := matchSegs(strings.Split(tt.pat, "/"), strings.Split(tt.path, "/")); got != tt.want {
-			t.Errorf("matchSegs(%q, %q) = %v", tt.pat, tt.path, got)
 		}
 	}
 }

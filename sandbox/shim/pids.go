@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 // The shim shares the sandbox's pids limit with the commands it runs. A
@@ -249,11 +251,11 @@ func pidsNote(limit int64, sustain time.Duration) string {
 // startFailure turns a command that could not be started for lack of
 // processes into a result, so the caller sees a failed command rather than
 // a broken sandbox.
-func startFailure(err error) (*ExecOutcome, bool) {
+func startFailure(err error) (sandbox.ExecResult, bool) {
 	if !errors.Is(err, syscall.EAGAIN) {
-		return nil, false
+		return sandbox.ExecResult{}, false
 	}
-	return &ExecOutcome{
+	return sandbox.ExecResult{
 		ExitCode: 126,
 		Output:   []byte(fmt.Sprintf("[wrench: the command could not start: the sandbox's process limit is reached (%v)]\n", err)),
 	}, true

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"time"
 )
 
@@ -31,6 +30,9 @@ const (
 	OpUsage  = "usage"  // bytes used under the workspace
 	OpPing   = "ping"   // liveness check
 	OpCancel = "cancel" // cancels request Target; no response
+	// OpWorkspace runs a workspace operation (Request.WS) on the git
+	// workspace that lives in the sandbox (see workspace.go).
+	OpWorkspace = "ws"
 )
 
 // Request is one frame from the client.
@@ -47,6 +49,12 @@ type Request struct {
 	// Mode is the permission bits for OpWrite; 0 keeps an existing file's
 	// mode and uses 0644 for a new one.
 	Mode uint32 `json:"mode,omitempty"`
+
+	// WS is the workspace operation of an OpWorkspace request.
+	WS *WSRequest `json:"ws,omitempty"`
+	// User runs an exec as "uid:gid" instead of the helper's own user
+	// (only a helper running as root can).
+	User string `json:"user,omitempty"`
 
 	// Command, Dir, TimeoutMS, MaxOutput, Stdin and Env describe an exec.
 	Command   string            `json:"command,omitempty"`
@@ -76,6 +84,7 @@ type Response struct {
 	Paths   []string     `json:"paths,omitempty"`
 	Matches []Match      `json:"matches,omitempty"`
 	Bytes   int64        `json:"bytes,omitempty"`
+	WS      *WSResponse  `json:"ws,omitempty"`
 }
 
 // Hello is the server's first frame.
@@ -113,8 +122,9 @@ type Match struct {
 	Text string `json:"text"`
 }
 
-// Error kinds carried by [WireError]; [WireError.Unwrap] maps them to the
-// io/fs sentinels so callers can use errors.Is(err, fs.ErrNotExist).
+// Error kinds carried by [WireError]; [WireError.Unwrap] maps them back to
+// the io/fs and sandbox sentinels so callers can use errors.Is(err,
+// fs.ErrNotExist) or errors.Is(err, sandbox.ErrEscape).
 const (
 	KindNotExist   = "not_exist"
 	KindExist      = "exist"
@@ -122,18 +132,11 @@ const (
 	KindInvalid    = "invalid"
 	KindEscape     = "escape" // path resolves outside the workspace
 	KindIsDir      = "is_dir"
+	KindNotDir     = "not_dir"
 	KindCanceled   = "canceled"
 	KindTooLarge   = "too_large"
 	KindOther      = "other"
 )
-
-// ErrEscape is matched (errors.Is) by errors for paths that resolve
-// outside the workspace.
-var ErrEscape = errors.New("path escapes the workspace")
-
-// ErrIsDir is matched by errors for operations that need a file but got a
-// directory.
-var ErrIsDir = errors.New("is a directory")
 
 // WireError is an error reported by the server for one request.
 type WireError struct {
@@ -142,51 +145,6 @@ type WireError struct {
 }
 
 func (e *WireError) Error() string { return e.Message }
-
-// Unwrap maps the kind to a standard sentinel.
-func (e *WireError) Unwrap() []error {
-	switch e.Kind {
-	case KindNotExist:
-		return []error{fs.ErrNotExist}
-	case KindExist:
-		return []error{fs.ErrExist}
-	case KindPermission:
-		return []error{fs.ErrPermission}
-	case KindInvalid:
-		return []error{fs.ErrInvalid}
-	case KindEscape:
-		return []error{ErrEscape, fs.ErrPermission}
-	case KindIsDir:
-		return []error{ErrIsDir}
-	case KindTooLarge:
-		return []error{ErrTooLarge}
-	}
-	return nil
-}
-
-// wireError classifies err for the wire.
-func wireError(err error) *WireError {
-	kind := KindOther
-	switch {
-	case errors.Is(err, ErrEscape):
-		kind = KindEscape
-	case errors.Is(err, ErrIsDir):
-		kind = KindIsDir
-	case errors.Is(err, fs.ErrNotExist):
-		kind = KindNotExist
-	case errors.Is(err, fs.ErrExist):
-		kind = KindExist
-	case errors.Is(err, fs.ErrPermission):
-		kind = KindPermission
-	case errors.Is(err, fs.ErrInvalid):
-		kind = KindInvalid
-	case errors.Is(err, errCanceled):
-		kind = KindCanceled
-	case errors.Is(err, ErrTooLarge):
-		kind = KindTooLarge
-	}
-	return &WireError{Kind: kind, Message: err.Error()}
-}
 
 var errCanceled = errors.New("request canceled")
 

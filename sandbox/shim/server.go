@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 // Options configure [Serve]. Zero values take the defaults noted.
@@ -53,11 +55,18 @@ type Options struct {
 	// killed (default 1 s).
 	PidsInterval time.Duration
 	PidsSustain  time.Duration
+	// EgressListen and EgressSocket turn the egress forwarder on (both
+	// set): connections accepted on EgressListen (host:port) are passed
+	// to the proxy on the unix socket EgressSocket (see [Forward]), and
+	// commands get sandbox.ProxyEnv pointing at it. It listens before the
+	// hello and stops before Serve returns.
+	EgressListen string
+	EgressSocket string
 }
 
 func (o Options) withDefaults() Options {
 	if o.WorkDir == "" {
-		o.WorkDir = "/workspace"
+		o.WorkDir = sandbox.WorkDir
 	}
 	if o.Shell == "" {
 		o.Shell = detectShell()
@@ -103,6 +112,8 @@ type server struct {
 
 	gmu    sync.Mutex
 	groups map[*execGroup]struct{} // running commands
+
+	ws wsState // the git workspace, once opened
 }
 
 // Serve answers requests read from r with responses written to w until r
@@ -124,6 +135,14 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, opts Options) error {
 	}
 	if n := reserveCount(opts.ReserveThreads, cg); n > 0 {
 		reserveThreads(n)
+	}
+	if opts.EgressListen != "" && opts.EgressSocket != "" {
+		fwd, err := Forward(opts.EgressListen, opts.EgressSocket)
+		if err != nil {
+			return err
+		}
+		defer fwd.Close()
+		opts.Env = withProxyEnv(opts.Env, opts.EgressListen)
 	}
 	s := &server{opts: opts, shell: opts.Shell, root: root, w: w, inflight: map[uint64]context.CancelFunc{}, groups: map[*execGroup]struct{}{}}
 	hello := &Hello{Version: ProtocolVersion, PID: os.Getpid(), UID: os.Getuid(), Shell: s.shell, WorkDir: opts.WorkDir}
@@ -177,6 +196,7 @@ loop:
 	}
 	cancel()
 	s.wg.Wait()
+	s.ws.close()
 	if result == nil {
 		if err := <-readErr; !errors.Is(err, io.EOF) {
 			result = fmt.Errorf("shim: read request: %w", err)
@@ -222,7 +242,10 @@ func (s *server) handle(ctx context.Context, req *Request) *Response {
 	switch req.Op {
 	case OpPing:
 	case OpExec:
-		resp.Exec, err = s.runExec(ctx, req)
+		var res sandbox.ExecResult
+		if res, err = s.runExec(ctx, execRequestOf(req), req.Env); err == nil {
+			resp.Exec = wireOutcome(res)
+		}
 	case OpRead:
 		resp.Data, err = s.readFile(req.Path)
 	case OpWrite:
@@ -230,15 +253,27 @@ func (s *server) handle(ctx context.Context, req *Request) *Response {
 	case OpRemove:
 		err = s.remove(req.Path)
 	case OpStat:
-		resp.Info, err = s.stat(req.Path)
+		var fi sandbox.FileInfo
+		if fi, err = s.stat(req.Path); err == nil {
+			info := wireInfo(fi)
+			resp.Info = &info
+		}
 	case OpList:
-		resp.Infos, err = s.list(req.Path)
+		var list []sandbox.FileInfo
+		if list, err = s.list(req.Path); err == nil {
+			resp.Infos = wireInfos(list)
+		}
 	case OpGlob:
 		resp.Paths, err = s.glob(ctx, req.Pattern, req.Path)
 	case OpGrep:
-		resp.Matches, err = s.grep(ctx, req)
+		var ms []sandbox.GrepMatch
+		if ms, err = s.grep(ctx, grepRequestOf(req)); err == nil {
+			resp.Matches = wireMatches(ms)
+		}
 	case OpUsage:
 		resp.Bytes, err = s.usage(ctx)
+	case OpWorkspace:
+		resp.WS, err = s.workspace(ctx, req.WS)
 	default:
 		err = fmt.Errorf("unknown op %q: %w", req.Op, errInvalidReq)
 	}

@@ -117,7 +117,7 @@ func write(w io.Writer, res results, order []string, ratios []string) {
 		if i := strings.LastIndexByte(r, '@'); i > 0 {
 			spec, metric = r[:i], r[i+1:]
 		}
-		num, den, ok := strings.Cut(spec, "=")
+		num, den, ok := splitRatio(spec, res)
 		a, b := res["Benchmark"+num][metric], res["Benchmark"+den][metric]
 		if !ok || len(a) == 0 || len(b) == 0 || median(b) == 0 {
 			fmt.Fprintf(w, "| %s / %s (%s) | not measured |\n", num, den, metric)
@@ -125,6 +125,18 @@ func write(w io.Writer, res results, order []string, ratios []string) {
 		}
 		fmt.Fprintf(w, "| %s / %s (%s) | %.3f× |\n", num, den, metric, median(a)/median(b))
 	}
+}
+
+// splitRatio splits NUM=DEN at the "=" that leaves a measured benchmark on
+// both sides (names may hold "=", as in "warm=4"); at the first "=" when
+// none does.
+func splitRatio(spec string, res results) (num, den string, ok bool) {
+	for i := range len(spec) {
+		if spec[i] == '=' && res["Benchmark"+spec[:i]] != nil && res["Benchmark"+spec[i+1:]] != nil {
+			return spec[:i], spec[i+1:], true
+		}
+	}
+	return strings.Cut(spec, "=")
 }
 
 // human prints a metric value with a readable unit.

@@ -32,3 +32,17 @@ func TestTable(t *testing.T) {
 		}
 	}
 }
+
+// Benchmark names may hold "=": the ratio splits where both sides name a
+// measured benchmark.
+func TestRatioOfNamesWithEquals(t *testing.T) {
+	res, order, err := parse(strings.NewReader("BenchmarkLat/warm=4-2 1 100 ns/op\nBenchmarkLat/warm=0-2 1 400 ns/op\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	write(&out, res, order, []string{"Lat/warm=4=Lat/warm=0"})
+	if !strings.Contains(out.String(), "| Lat/warm=4 / Lat/warm=0 (ns/op) | 0.250× |") {
+		t.Errorf("ratio:\n%s", out.String())
+	}
+}

@@ -2,24 +2,32 @@
 The pod template every wrench workload shares. Call it with
   (dict "root" $ "component" "server|api|worker" "args" "<name of a define
    that renders the container's args>" "portName" "http|metrics"
-   "port" <number> "resources" <map> "pvc" <true when a volumeClaimTemplate
-   provides the data volume> "dataSizeLimit" <emptyDir size otherwise>)
+   "port" <number> "resources" <map> "queueClaim" <the all-in-one queue's
+   PersistentVolumeClaim, or ""> "dataSizeLimit" <emptyDir size otherwise>
+   "engine" <true when the pod runs tasks, so needs a Docker engine>)
+
+A pod that runs no task (the scaled API with api.slots 0) has only the
+wrench container, with an emptyDir data directory. Otherwise:
 
 The pod has:
   - dind (docker.mode=dind): a native sidecar running dockerd, privileged,
     its socket in an emptyDir, group 1000 so the wrench user can use it;
-  - bootstrap: an init container that waits for the engine, pulls Wrench's
-    image and the sandbox image into it, and copies the wrench binary into
-    the data directory. The engine bind-mounts that binary into every
-    sandbox (the in-sandbox helper) and must find it at the path the wrench
-    process has: the data directory is mounted at the same path in the pod
-    and in the engine, and wrench runs from there;
-  - wrench: the service, uid/gid 1000, no capabilities, read-only root.
+  - bootstrap: an init container that waits for the engine, pulls the
+    sandbox image into it with the pod's imagePullSecrets (never from
+    Docker Hub by default), and gives the data directory to uid 1000;
+  - wrench: the service, uid/gid 1000, no capabilities, read-only root. It
+    copies its binary into the data directory at start: the engine
+    bind-mounts that copy into every sandbox (the in-sandbox helper), so
+    the data directory is mounted at the same path in the pod and in the
+    engine, which wrench checks at start.
 */}}
 {{- define "wrench.pod" -}}
 {{- $root := .root -}}
 {{- $v := $root.Values -}}
-{{- $dind := eq $v.docker.mode "dind" -}}
+{{- $mode := include "wrench.engineMode" (dict "root" $root "engine" .engine) -}}
+{{- $dind := eq $mode "dind" -}}
+{{- $hostSocket := eq $mode "hostSocket" -}}
+{{- $env := dict "root" $root "mode" $mode -}}
 metadata:
   labels:
     {{- include "wrench.componentSelectorLabels" (dict "root" $root "component" .component) | nindent 4 }}
@@ -46,7 +54,7 @@ spec:
   {{- end }}
   securityContext:
     {{- toYaml $v.podSecurityContext | nindent 4 }}
-    {{- if not $dind }}
+    {{- if $hostSocket }}
     # The docker group of the nodes: the socket is root:docker 0660.
     supplementalGroups:
       - {{ $v.docker.hostSocket.socketGroup }}
@@ -54,6 +62,7 @@ spec:
   # Running tasks get --grace to finish, then are handed back; 30 s more
   # lets sandboxes be removed before the kubelet kills what is left.
   terminationGracePeriodSeconds: {{ add (int $v.wrench.graceSeconds) 30 }}
+  {{- if .engine }}
   initContainers:
     {{- if $dind }}
     - name: dind
@@ -90,22 +99,28 @@ spec:
         - name: dind-storage
           mountPath: /var/lib/docker
         - name: data
-          mountPath: {{ include "wrench.dataMountPath" $root }}
+          mountPath: {{ include "wrench.dataMountPath" $env }}
     {{- end }}
     - name: bootstrap
       image: {{ $v.docker.image }}
       imagePullPolicy: IfNotPresent
       command: [sh, /etc/wrench/bootstrap.sh]
       env:
-        {{- include "wrench.baseEnv" $root | nindent 8 }}
-        - name: WRENCH_IMAGE
-          value: {{ include "wrench.image" $root | quote }}
+        {{- include "wrench.baseEnv" $env | nindent 8 }}
         - name: SANDBOX_IMAGE
           value: {{ $v.sandbox.image | quote }}
         - name: PULL
           value: {{ $v.docker.bootstrap.pull | quote }}
         - name: HOME
           value: /tmp
+        {{- if $v.imagePullSecrets }}
+        - name: PULL_SECRETS
+          value: /etc/wrench/pull-secrets
+        {{- end }}
+        {{- if and $hostSocket .queueClaim }}
+        - name: QUEUE_DIR
+          value: /var/run/wrench-queue
+        {{- end }}
       securityContext:
         # Root only to create the data directory and give it to uid 1000.
         runAsNonRoot: false
@@ -121,24 +136,33 @@ spec:
         {{- toYaml . | nindent 8 }}
       {{- end }}
       volumeMounts:
-        {{- include "wrench.commonMounts" $root | nindent 8 }}
+        {{- include "wrench.commonMounts" $env | nindent 8 }}
         - name: bootstrap
           mountPath: /etc/wrench/bootstrap.sh
           subPath: bootstrap.sh
           readOnly: true
+        {{- range $i, $s := $v.imagePullSecrets }}
+        - name: pull-secret-{{ $i }}
+          mountPath: /etc/wrench/pull-secrets/{{ $i }}
+          readOnly: true
+        {{- end }}
+        {{- if and $hostSocket .queueClaim }}
+        # To give the queue's directory on the claim to wrench's user.
+        - name: queue
+          mountPath: /var/run/wrench-queue
+        {{- end }}
+  {{- end }}
   containers:
     - name: wrench
       image: {{ include "wrench.image" $root }}
       imagePullPolicy: {{ $v.image.pullPolicy }}
-      # The copy bootstrap made, at the path the engine also sees.
-      command: ["$(WRENCH_DATA_DIR)/bin/wrench"]
       args:
         {{- include .args $root | nindent 8 }}
         {{- with $v.wrench.extraArgs }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
       env:
-        {{- include "wrench.baseEnv" $root | nindent 8 }}
+        {{- include "wrench.baseEnv" $env | nindent 8 }}
         {{- include "wrench.secretEnv" (dict "root" $root "component" .component) | trim | nindent 8 }}
         {{- with $v.llm.baseURL }}
         - name: WRENCH_LLM_BASE_URL
@@ -190,7 +214,13 @@ spec:
         {{- toYaml . | nindent 8 }}
       {{- end }}
       volumeMounts:
-        {{- include "wrench.commonMounts" $root | nindent 8 }}
+        {{- include "wrench.commonMounts" $env | nindent 8 }}
+        {{- if and $hostSocket .queueClaim }}
+        # The queue's store on the claim, inside the node's directory.
+        - name: queue
+          mountPath: {{ include "wrench.queueMountPath" $root }}
+          subPath: nats
+        {{- end }}
         {{- if and (eq $v.mode "scaled") $v.nats.credsSecret }}
         - name: nats-creds
           mountPath: /etc/wrench/nats
@@ -209,22 +239,42 @@ spec:
     {{- toYaml . | nindent 4 }}
   {{- end }}
   volumes:
-    {{- if not .pvc }}
-    {{- include "wrench.dataVolume" (dict "root" $root "sizeLimit" .dataSizeLimit) | nindent 4 }}
+    {{- if and $dind .queueClaim }}
+    - name: data
+      persistentVolumeClaim:
+        claimName: {{ .queueClaim }}
+    {{- else }}
+    {{- include "wrench.dataVolume" (dict "root" $root "mode" $mode "sizeLimit" .dataSizeLimit) | nindent 4 }}
+    {{- end }}
+    {{- if and $hostSocket .queueClaim }}
+    - name: queue
+      persistentVolumeClaim:
+        claimName: {{ .queueClaim }}
     {{- end }}
     - name: tmp
       emptyDir:
         sizeLimit: 1Gi
+    {{- if .engine }}
     - name: bootstrap
       configMap:
         name: {{ include "wrench.fullname" $root }}-bootstrap
+    {{- range $i, $s := $v.imagePullSecrets }}
+    # The pull secret as a Docker CLI config, for bootstrap's docker pull.
+    - name: pull-secret-{{ $i }}
+      secret:
+        secretName: {{ $s.name }}
+        items:
+          - key: .dockerconfigjson
+            path: config.json
+    {{- end }}
+    {{- end }}
     {{- if $dind }}
     - name: dind-socket
       emptyDir: {}
     - name: dind-storage
       emptyDir:
         sizeLimit: {{ $v.docker.dind.storageSizeLimit }}
-    {{- else }}
+    {{- else if $hostSocket }}
     - name: docker-socket
       hostPath:
         path: {{ $v.docker.hostSocket.path }}
@@ -238,23 +288,24 @@ spec:
     {{- end }}
 {{- end -}}
 
-{{/* Mounts of bootstrap and wrench: the data directory, /tmp, the engine. */}}
+{{/* Mounts of bootstrap and wrench: the data directory, /tmp, the engine.
+Call with (dict "root" $ "mode" <engineMode>). */}}
 {{- define "wrench.commonMounts" -}}
 - name: data
   mountPath: {{ include "wrench.dataMountPath" . }}
 - name: tmp
   mountPath: /tmp
-{{- if eq .Values.docker.mode "dind" }}
+{{- if eq .mode "dind" }}
 - name: dind-socket
   mountPath: /var/run/dind
-{{- else }}
+{{- else if eq .mode "hostSocket" }}
 - name: docker-socket
   mountPath: /var/run/docker.sock
 {{- end }}
 {{- end -}}
 
 {{/* Environment of bootstrap and wrench. POD_NAME comes first: the data
-directory refers to it. */}}
+directory refers to it. Call with (dict "root" $ "mode" <engineMode>). */}}
 {{- define "wrench.baseEnv" -}}
 - name: POD_NAME
   valueFrom:
@@ -262,8 +313,10 @@ directory refers to it. */}}
       fieldPath: metadata.name
 - name: WRENCH_DATA_DIR
   value: {{ include "wrench.dataDir" . | quote }}
+{{- if ne .mode "none" }}
 - name: DOCKER_HOST
-  value: {{ include "wrench.dockerHost" . }}
+  value: {{ include "wrench.dockerHost" .mode }}
+{{- end }}
 {{- end -}}
 
 {{/* Secrets, referenced from the existing Secret, never inline. The API
@@ -312,7 +365,7 @@ node's directory (hostSocket) or an emptyDir of sizeLimit. */}}
 {{- define "wrench.dataVolume" -}}
 {{- $v := .root.Values -}}
 - name: data
-{{- if eq $v.docker.mode "hostSocket" }}
+{{- if eq .mode "hostSocket" }}
   hostPath:
     path: {{ $v.docker.hostSocket.hostDataDir }}
     type: DirectoryOrCreate

@@ -33,7 +33,7 @@ const Image = "wrench-test-busybox:latest"
 
 // DefaultImage is the product's sandbox image (`wrench image build`); tests
 // fall back to it when no busybox is at hand to build [Image].
-const DefaultImage = "wrench-sandbox:default"
+const DefaultImage = sandbox.DefaultImage
 
 // Env builds what Docker tests need once per test binary. Declare one in
 // the test package and call Cleanup from TestMain after m.Run.
@@ -161,7 +161,7 @@ func moduleRoot() (string, error) {
 var errNoBusybox = errors.New("no static busybox to build the test image from (apt-get install busybox-static, or set WRENCH_TEST_BUSYBOX)")
 
 // BuildImage builds [Image] unless it exists: busybox with its applets
-// linked in /bin, and a passwd entry for wrench (1000).
+// linked in /bin, and a passwd entry for wrench (sandbox.UID).
 func BuildImage(ctx context.Context, cli *client.Client) error {
 	if _, err := cli.ImageInspect(ctx, Image); err == nil {
 		return nil
@@ -186,8 +186,8 @@ func BuildImage(ctx context.Context, cli *client.Client) error {
 	}
 	file("Dockerfile", 0o644, []byte("FROM scratch\nCOPY rootfs/ /\n"))
 	file("rootfs/bin/busybox", 0o755, bin)
-	file("rootfs/etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nwrench:x:1000:1000:wrench:/home/wrench:/bin/sh\n"))
-	file("rootfs/etc/group", 0o644, []byte("root:x:0:\nwrench:x:1000:\n"))
+	file("rootfs/etc/passwd", 0o644, fmt.Appendf(nil, "root:x:0:0:root:/root:/bin/sh\nwrench:x:%d:%d:wrench:%s:/bin/sh\n", sandbox.UID, sandbox.GID, sandbox.HomeDir))
+	file("rootfs/etc/group", 0o644, fmt.Appendf(nil, "root:x:0:\nwrench:x:%d:\n", sandbox.GID))
 	for _, a := range strings.Fields(string(applets)) {
 		if a != "busybox" {
 			tw.WriteHeader(&tar.Header{Name: "rootfs/bin/" + a, Linkname: "busybox", Typeflag: tar.TypeSymlink, Mode: 0o777})

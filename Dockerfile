@@ -13,8 +13,9 @@
 #   sudo install -d -o 1000 -g 1000 "$data"
 #   docker run -d -v "$data:$data" -e WRENCH_DATA_DIR="$data" \
 #     -v /var/run/docker.sock:/var/run/docker.sock --group-add "$(stat -c %g /var/run/docker.sock)" \
-#     -e WRENCH_API_TOKEN -p 127.0.0.1:7070:7070 wrench:dev
-# (the deploytest package's TestImageDockerRunLine runs these lines). With
+#     -e WRENCH_API_TOKEN -e WRENCH_POLICY -p 127.0.0.1:7070:7070 wrench:dev
+# (the deploytest package's TestImageDockerRunLine runs these lines;
+# WRENCH_POLICY, when set, names a policy file under "$data"). With
 # the data directory anywhere else (a named volume), `wrench serve` refuses
 # to start and says so; `wrench doctor` checks it too.
 FROM scratch

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -343,7 +344,11 @@ func TestCloneTokenNotInSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	src, err := m.Resolve(ctx, task.Repo{URL: repo.CloneURL}, &workspace.Auth{Token: token})
+	u, err := url.Parse(repo.CloneURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := m.Resolve(ctx, task.Repo{URL: repo.CloneURL}, &workspace.Auth{Token: token, Hosts: []string{u.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}

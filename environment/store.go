@@ -80,7 +80,7 @@ type Store struct {
 	images     ImageStore
 	dir        string
 	deployment string
-	mu     sync.Mutex // the index file, within this process
+	mu         sync.Mutex // the index file, within this process
 }
 
 // NewStore returns the store of deployment's snapshots over images, with

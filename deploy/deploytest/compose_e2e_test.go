@@ -72,12 +72,14 @@ func TestComposeRunsATask(t *testing.T) {
 			sandboxImage = testSandboxImage(t)
 		case step == "sudo install -d -o 1000 -g 1000 /var/lib/wrench":
 			run(t, "install", "-d", "-o", "1000", "-g", "1000", data)
+			writeTrialPolicy(t, data)
 		case step == "cp deploy/env.example deploy/.env && chmod 600 deploy/.env":
 			copyFile(t, filepath.Join(deployDir(t), "env.example"), envFile, 0o600)
 			// "then edit it"
 			editEnv(t, envFile, map[string]string{
 				"WRENCH_API_TOKEN": token, "DOCKER_GID": strconv.Itoa(socketGID(t)), "WRENCH_DATA": data,
 				"WRENCH_SANDBOX_IMAGE": sandboxImage, "WRENCH_PORT": strconv.Itoa(port), "WRENCH_IMAGE": image,
+				"WRENCH_POLICY": filepath.Join(data, "policy.yaml"),
 			})
 		case step == "docker-compose -f deploy/compose.yaml up -d":
 			cmd := exec.CommandContext(ctx, tool[0], composeArgs("up", "-d")...)

@@ -191,8 +191,10 @@ func TestImageDockerRunLine(t *testing.T) {
 	script = strings.Replace(script, "127.0.0.1:7070:7070", fmt.Sprintf("127.0.0.1:%d:7070", port), 1)
 	script = strings.Replace(script, " wrench:dev", " "+img, 1)
 	script = strings.ReplaceAll(script, "sudo ", "")
+	must(t, os.MkdirAll(data, 0o755))
+	writeTrialPolicy(t, data)
 	cmd := exec.Command("sh", "-ec", script)
-	cmd.Env = append(filteredEnv("WRENCH_"), "WRENCH_API_TOKEN="+token)
+	cmd.Env = append(filteredEnv("WRENCH_"), "WRENCH_API_TOKEN="+token, "WRENCH_POLICY="+filepath.Join(data, "policy.yaml"))
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("documented lines failed: %v\n%s", err, script)
@@ -238,4 +240,14 @@ func dockerfileRunLines(t *testing.T) string {
 		t.Fatal("the Dockerfile documents no docker run lines")
 	}
 	return b.String()
+}
+
+// writeTrialPolicy writes <data>/policy.yaml, a server policy that lets
+// tasks name paths on the server's disk and scripted models: the end-to-end
+// tests drive a repository and a script in the data directory through a
+// server that listens beyond loopback, which the built-in policy refuses.
+func writeTrialPolicy(t *testing.T, data string) {
+	t.Helper()
+	must(t, os.WriteFile(filepath.Join(data, "policy.yaml"),
+		[]byte("defaults:\n  local_paths: true\n  scripted_models: true\n"), 0o644))
 }

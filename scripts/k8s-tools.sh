@@ -21,6 +21,11 @@ export CGO_ENABLED=0 GOFLAGS=-mod=mod
 
 log() { echo "k8s-tools: $*" >&2; }
 
+# One build at a time per cache directory (checkouts may share it).
+mkdir -p "$dir"
+exec 9>"$dir/.lock"
+flock 9
+
 # build_helm installs helm at HELM_VERSION with go install.
 build_helm() {
   local out=$dir/helm-$HELM_VERSION

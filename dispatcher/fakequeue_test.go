@@ -127,7 +127,8 @@ func (w fakeWork) BuryExhausted(ctx context.Context, wait time.Duration) (queue.
 
 type fakeStates struct{ q *fakeQueue }
 
-func (s fakeStates) Acquire(_ context.Context, t task.Task, attempt int, worker string) (dispatcher.Lease, task.Status, error) {
+func (s fakeStates) Acquire(_ context.Context, t task.Task, cl queue.Claim) (dispatcher.Lease, task.Status, error) {
+	attempt, worker := cl.Attempt, cl.Worker
 	s.q.mu.Lock()
 	defer s.q.mu.Unlock()
 	st := s.q.states[t.ID]

@@ -82,8 +82,19 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 	}
 
 	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-	lease, prev, err := d.q.States.Acquire(opCtx, t, attempt, d.cfg.WorkerID)
+	lease, prev, err := d.q.States.Acquire(opCtx, t, queue.Claim{Attempt: attempt, Worker: d.cfg.WorkerID, Message: dl.Message, Live: d.cfg.AckWait})
 	opCancel()
+	if errors.Is(err, queue.ErrDuplicate) {
+		// The holder's own message stays queued until it finishes: ending
+		// this copy loses nothing, and it cannot take the task over.
+		d.log.Info("duplicate delivery of a running task ended without running", "task_id", t.ID, "attempt", attempt, "err", err)
+		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+		defer fcancel()
+		if err := retryOp(fctx, func() error { return dl.Term(fctx, "") }); err != nil {
+			d.log.Warn("end duplicate delivery", "task_id", t.ID, "err", err)
+		}
+		return
+	}
 	if errors.Is(err, queue.ErrFinal) {
 		d.log.Info("delivery of a final task acked without running", "task_id", t.ID, "attempt", attempt)
 		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)

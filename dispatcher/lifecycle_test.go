@@ -72,7 +72,7 @@ func TestCancelRequestedBeforeDeliveryIsHonoured(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-cpre")
 	submit(t, c, tk)
-	if _, _, err := c.States().Acquire(ctx, tk, 1, "dead-worker"); err != nil {
+	if _, _, err := c.States().Acquire(ctx, tk, queue.Claim{Attempt: 1, Worker: "dead-worker"}); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := c.Submissions().Cancel(ctx, tk.ID); err != nil || st.State != task.StateRunning {
@@ -314,7 +314,7 @@ func TestTakeoverCancelsStaleRun(t *testing.T) {
 	tk := newTask("t-take")
 	submit(t, c, tk)
 	waitState(t, c, tk.ID, task.StateRunning)
-	other, _, err := c.States().Acquire(context.Background(), tk, 2, "w2")
+	other, _, err := c.States().Acquire(context.Background(), tk, queue.Claim{Attempt: 2, Worker: "w2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +436,7 @@ func TestPausedRunsResultDiscardedTruthfully(t *testing.T) {
 	tk := newTask("t-paused")
 	submit(t, c, tk)
 	waitState(t, c, tk.ID, task.StateRunning)
-	if _, _, err := c.States().Acquire(context.Background(), tk, 2, "w2"); err != nil {
+	if _, _, err := c.States().Acquire(context.Background(), tk, queue.Claim{Attempt: 2, Worker: "w2"}); err != nil {
 		t.Fatal(err)
 	}
 	close(release)

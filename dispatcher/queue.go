@@ -43,6 +43,8 @@ type Delivery struct {
 	Data []byte
 	// Attempt is the delivery count: 1 for the first.
 	Attempt int
+	// Message is the message's sequence in the task stream (0: unknown).
+	Message uint64
 	// Published is when the task was stored.
 	Published time.Time
 	// Trace, when set, returns its argument with the trace context the
@@ -70,8 +72,9 @@ type Acker interface {
 // States is the task state store.
 type States interface {
 	// Acquire claims t for this run: an error wrapping queue.ErrFinal
-	// (with the final status) when the task is already final.
-	Acquire(ctx context.Context, t task.Task, attempt int, worker string) (Lease, task.Status, error)
+	// (with the final status) when the task is already final, and one
+	// wrapping queue.ErrDuplicate when another message's live holder runs it.
+	Acquire(ctx context.Context, t task.Task, cl queue.Claim) (Lease, task.Status, error)
 	// Settle writes a final result whatever the task's non-final state;
 	// written is false when it was final already.
 	Settle(ctx context.Context, id string, t *task.Task, res task.Result) (st task.Status, written bool, err error)
@@ -112,13 +115,13 @@ func (w natsWork) Next(ctx context.Context, wait time.Duration) (*Delivery, erro
 	if d == nil || err != nil {
 		return nil, err
 	}
-	return &Delivery{TaskID: d.TaskID, Data: d.Data, Attempt: d.Attempt, Published: d.Published, Trace: d.Trace, Acker: d}, nil
+	return &Delivery{TaskID: d.TaskID, Data: d.Data, Attempt: d.Attempt, Message: d.StreamSeq, Published: d.Published, Trace: d.Trace, Acker: d}, nil
 }
 
 type natsStates struct{ *queue.States }
 
-func (s natsStates) Acquire(ctx context.Context, t task.Task, attempt int, worker string) (Lease, task.Status, error) {
-	l, st, err := s.States.Acquire(ctx, t, attempt, worker)
+func (s natsStates) Acquire(ctx context.Context, t task.Task, cl queue.Claim) (Lease, task.Status, error) {
+	l, st, err := s.States.Acquire(ctx, t, cl)
 	if l == nil {
 		return nil, st, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/wrenchworks/wrench/github"
 	"github.com/wrenchworks/wrench/github/githubtest"
 	"github.com/wrenchworks/wrench/internal/natstest"
+	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/queue/natsserver"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -36,7 +37,7 @@ func TestWebhookToPullRequest(t *testing.T) {
 	if err != nil || st.Task == nil {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
-	lease, _, err := conn.States().Acquire(ctx, *st.Task, 1, "w")
+	lease, _, err := conn.States().Acquire(ctx, *st.Task, queue.Claim{Attempt: 1, Worker: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,6 +195,11 @@ func (c *Conn) Close() {
 // ErrFinal reports that a task already has a final result.
 var ErrFinal = errors.New("task already final")
 
+// ErrDuplicate reports a delivery of another message of a task that a live
+// worker is running: the duplicate is ended without running; the holder's
+// own message stays queued until it finishes, so nothing is lost if it dies.
+var ErrDuplicate = errors.New("task is running from another message")
+
 // ErrLostLease reports that another worker (or a final write) took the task
 // over: the caller must stop working on it and must not ack its delivery.
 var ErrLostLease = errors.New("task lease lost to another worker")

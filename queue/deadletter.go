@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -78,8 +79,10 @@ type Buried struct {
 // the task message is copied to the dead-letter stream, the task gets a
 // failed result naming the reason (unless it is already final), a result
 // event is published and the message is deleted from the work queue. It is
-// idempotent: an advisory whose message is already gone does nothing.
-func (c *Conn) buryExhausted(ctx context.Context, adv deliveryExceeded) (Buried, error) {
+// idempotent: an advisory whose message is already gone does nothing. A
+// message that duplicates a task another message's holder is running
+// (written within live) is only deleted: the task is not dead.
+func (c *Conn) buryExhausted(ctx context.Context, adv deliveryExceeded, live time.Duration) (Buried, error) {
 	if adv.Stream != TasksStream {
 		return Buried{}, nil
 	}
@@ -98,7 +101,14 @@ func (c *Conn) buryExhausted(ctx context.Context, adv deliveryExceeded) (Buried,
 		return Buried{}, nil
 	}
 	reason := fmt.Sprintf("deliveries exhausted (%d): the worker stopped responding on the last attempt", adv.Deliveries)
-	if e, err := c.get(ctx, id); err == nil && e.st.State == task.StateQueued && e.st.Reason != "" {
+	e, err := c.get(ctx, id)
+	if err == nil && heldElsewhere(&e.st, Claim{Message: adv.StreamSeq, Live: live}, time.Now()) {
+		if err := c.tasks.DeleteMsg(ctx, adv.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return Buried{}, fmt.Errorf("delete exhausted duplicate message %d: %w", adv.StreamSeq, err)
+		}
+		return Buried{}, nil
+	}
+	if err == nil && e.st.State == task.StateQueued && e.st.Reason != "" {
 		reason = fmt.Sprintf("deliveries exhausted (%d): %s", adv.Deliveries, e.st.Reason)
 	}
 	if err := c.deadLetter(ctx, id, m.Data, m.Header, adv.StreamSeq, int(adv.Deliveries), reason); err != nil {

@@ -125,7 +125,7 @@ func TestSetPullRequest(t *testing.T) {
 	if st, _ := c.States().Status(ctx, tk.ID); st.Result != nil {
 		t.Fatalf("a queued task got a result: %+v", st.Result)
 	}
-	lease, _, err := c.States().Acquire(ctx, tk, 1, "w")
+	lease, _, err := c.States().Acquire(ctx, tk, queue.Claim{Attempt: 1, Worker: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestEventsReplayFollowAndClose(t *testing.T) {
 	if ev := <-ch; ev.Kind != task.EventTurn || ev.Turn != 1 {
 		t.Fatalf("live event = %+v", ev)
 	}
-	l, _, err := c.States().Acquire(ctx, tk, 1, "w")
+	l, _, err := c.States().Acquire(ctx, tk, queue.Claim{Attempt: 1, Worker: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestHostileClient_URLCredentialsAreNotStored(t *testing.T) {
 	if err := json.Unmarshal(d.Data, &queued); err != nil || queued.Repo.URL != tk.Repo.URL {
 		t.Fatalf("the worker gets %q (%v), want the URL as submitted", queued.Repo.URL, err)
 	}
-	if _, st, err := c.States().Acquire(ctx, queued, d.Attempt, "w-1"); err != nil {
+	if _, st, err := c.States().Acquire(ctx, queued, queue.Claim{Attempt: d.Attempt, Worker: "w-1"}); err != nil {
 		t.Fatal(err)
 	} else {
 		leaks("the running record", st)

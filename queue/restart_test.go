@@ -29,7 +29,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	submit(t, c, newTask("t-queued"))
 	done := newTask("t-done")
 	submit(t, c, done)
-	l, _, err := c.States().Acquire(ctx, done, 1, "w")
+	l, _, err := c.States().Acquire(ctx, done, queue.Claim{Attempt: 1, Worker: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -178,27 +178,43 @@ type Lease struct {
 	released bool // handed back with Requeue
 }
 
-// Acquire marks t as running by worker on the given attempt (the delivery
-// count) and returns the lease. A task already final yields its status and
-// an error wrapping [ErrFinal]: the delivery is a duplicate to ack without
-// running. A task without a state record (published by something other than
-// [Submissions.Submit]) gets one. A running record of another worker or attempt is
-// taken over: JetStream redelivered the task because its holder stopped
-// heartbeating.
-func (r *States) Acquire(ctx context.Context, t task.Task, attempt int, worker string) (*Lease, task.Status, error) {
+// Claim says which delivery asks to run a task.
+type Claim struct {
+	// Attempt is the delivery count (1 for the first).
+	Attempt int
+	// Worker is the claiming worker's id.
+	Worker string
+	// Message is the delivered message's stream sequence (0: unknown, and
+	// then a running record is always taken over).
+	Message uint64
+	// Live is how recently a holder must have written its record to count
+	// as alive (the heartbeat touches it every AckWait/3; pass AckWait).
+	Live time.Duration
+}
+
+// Acquire marks t as running by the claim's worker and attempt and returns
+// the lease. A task already final yields its status and an error wrapping
+// [ErrFinal]: the delivery is a duplicate to ack without running. A task
+// without a state record (published by something other than
+// [Submissions.Submit]) gets one. A running record is taken over when it
+// came from the same message (JetStream redelivered it because its holder
+// stopped heartbeating) or its holder has not written it for cl.Live; a
+// record another message's live holder keeps yields [ErrDuplicate].
+func (r *States) Acquire(ctx context.Context, t task.Task, cl Claim) (*Lease, task.Status, error) {
 	c := r.c
 	now := time.Now().UTC()
 	stored := t.Redacted() // the record never keeps the URL's credentials
 	init := &task.Status{TaskID: t.ID, State: task.StateQueued, Task: &stored, CreatedAt: createdAt(t, now)}
-	var final bool
+	var final, dup bool
 	st, rev, _, err := c.transition(ctx, t.ID, init, func(s *task.Status) bool {
-		if s.State.Final() {
-			final = true
+		final, dup = s.State.Final(), heldElsewhere(s, cl, now)
+		if final || dup {
 			return false
 		}
 		s.State = task.StateRunning
-		s.Attempt = attempt
-		s.Worker = worker
+		s.Attempt = cl.Attempt
+		s.Worker = cl.Worker
+		s.Message = cl.Message
 		s.Reason = ""
 		s.Progress = nil
 		s.UpdatedAt = now
@@ -213,7 +229,22 @@ func (r *States) Acquire(ctx context.Context, t task.Task, attempt int, worker s
 	if final {
 		return nil, st, fmt.Errorf("%s: %w (%s)", t.ID, ErrFinal, st.State)
 	}
-	return &Lease{c: c, id: t.ID, worker: worker, attempt: attempt, rev: rev, st: st}, st, nil
+	if dup {
+		return nil, st, fmt.Errorf("%s: %w (message %d, held by %s from message %d)", t.ID, ErrDuplicate, cl.Message, st.Worker, st.Message)
+	}
+	return &Lease{c: c, id: t.ID, worker: cl.Worker, attempt: cl.Attempt, rev: rev, st: st}, st, nil
+}
+
+// heldElsewhere reports whether s is running from another message than
+// cl's, written by its holder within cl.Live of now.
+func heldElsewhere(s *task.Status, cl Claim, now time.Time) bool {
+	if s.State != task.StateRunning && s.State != task.StateVerifying {
+		return false
+	}
+	if cl.Message == 0 || s.Message == 0 || s.Message == cl.Message || cl.Live <= 0 {
+		return false
+	}
+	return now.Sub(s.UpdatedAt) < cl.Live
 }
 
 // Status returns the state as last written through the lease.

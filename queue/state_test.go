@@ -16,14 +16,14 @@ func TestAcquireFinalTaskReportsFinal(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-f")
 	submit(t, c, tk)
-	l, _, err := c.States().Acquire(ctx, tk, 1, "w1")
+	l, _, err := c.States().Acquire(ctx, tk, queue.Claim{Attempt: 1, Worker: "w1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Finish(ctx, task.Result{Status: task.StateResolved}); err != nil {
 		t.Fatal(err)
 	}
-	_, st, err := c.States().Acquire(ctx, tk, 2, "w2")
+	_, st, err := c.States().Acquire(ctx, tk, queue.Claim{Attempt: 2, Worker: "w2"})
 	if !errors.Is(err, queue.ErrFinal) || st.State != task.StateResolved {
 		t.Fatalf("Acquire of final task = %v, %v; want ErrFinal and the resolved status", st.State, err)
 	}
@@ -32,7 +32,7 @@ func TestAcquireFinalTaskReportsFinal(t *testing.T) {
 func TestAcquireRecordsRunningAndCreatesMissingRecord(t *testing.T) {
 	c := connect(t, startNATS(t, ""))
 	tk := newTask("t-norecord") // never submitted: published by someone else
-	l, st, err := c.States().Acquire(context.Background(), tk, 3, "w9")
+	l, st, err := c.States().Acquire(context.Background(), tk, queue.Claim{Attempt: 3, Worker: "w9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +51,11 @@ func TestTakeoverAllowsOneFinalResult(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-race")
 	submit(t, c, tk)
-	old, _, err := c.States().Acquire(ctx, tk, 1, "w1")
+	old, _, err := c.States().Acquire(ctx, tk, queue.Claim{Attempt: 1, Worker: "w1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur, _, err := c.States().Acquire(ctx, tk, 2, "w2")
+	cur, _, err := c.States().Acquire(ctx, tk, queue.Claim{Attempt: 2, Worker: "w2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestConcurrentFinishWritesExactlyOnce(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-conc")
 	submit(t, c, tk)
-	l, _, err := c.States().Acquire(ctx, tk, 1, "w1")
+	l, _, err := c.States().Acquire(ctx, tk, queue.Claim{Attempt: 1, Worker: "w1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestLeaseUpdateAndRequeue(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-upd")
 	submit(t, c, tk)
-	l, _, err := c.States().Acquire(ctx, tk, 1, "w1")
+	l, _, err := c.States().Acquire(ctx, tk, queue.Claim{Attempt: 1, Worker: "w1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestHugeResultIsStoredWithoutInlinePatch(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-huge")
 	submit(t, c, tk)
-	l, _, err := c.States().Acquire(ctx, tk, 1, "w")
+	l, _, err := c.States().Acquire(ctx, tk, queue.Claim{Attempt: 1, Worker: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,7 +144,7 @@ func TestCancelRunningRecordsRequest(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask("t-cr")
 	submit(t, c, tk)
-	if _, _, err := c.States().Acquire(ctx, tk, 1, "w"); err != nil {
+	if _, _, err := c.States().Acquire(ctx, tk, queue.Claim{Attempt: 1, Worker: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	watch, cancel := context.WithCancel(ctx)

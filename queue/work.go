@@ -203,7 +203,10 @@ func (w *Work) bury(ctx context.Context, m jetstream.Msg) (Buried, error) {
 		_ = m.Term()
 		return Buried{}, err
 	}
-	b, err := w.c.buryExhausted(ctx, adv)
+	w.mu.Lock()
+	live := w.cc.AckWait
+	w.mu.Unlock()
+	b, err := w.c.buryExhausted(ctx, adv, live)
 	if err != nil {
 		_ = m.NakWithDelay(time.Second)
 		return Buried{}, err

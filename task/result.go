@@ -205,6 +205,10 @@ type Status struct {
 	UpdatedAt time.Time `json:"updated_at"`
 	// Progress is the latest live figure of a running task.
 	Progress *Progress `json:"progress,omitempty"`
+	// Message is the queue message (its stream sequence) the running
+	// attempt was delivered from: a delivery of another message while this
+	// one's holder is alive is a duplicate of the task, not a takeover.
+	Message uint64 `json:"message,omitempty"`
 }
 
 // Progress is a live snapshot of a running task.

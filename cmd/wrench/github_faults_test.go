@@ -17,6 +17,7 @@ import (
 
 	"github.com/wrenchworks/wrench/github/githubtest"
 	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/task"
 )
 
 // fixScript writes FIXED and finishes: a task with a change and no test
@@ -136,8 +137,18 @@ func TestGitHubEffectsUnderFaults(t *testing.T) {
 	h.startWorker(t, ctx, "w-b")
 	rounds := faultRounds()
 	var done []faultTask
-	published := func(id string, n int) func() bool {
-		return func() bool { prs, cs := h.published(id, n, "opened"); return prs >= 1 && cs >= 1 }
+	// published waits for the pull request and its comment; a task that
+	// ended other than resolved will never publish them, so t fails at once.
+	published := func(t *testing.T, id string, n int) func() bool {
+		return func() bool {
+			if prs, cs := h.published(id, n, "opened"); prs >= 1 && cs >= 1 {
+				return true
+			}
+			if st, err := h.client.Status(ctx, id); err == nil && st.State.Final() && st.State != task.StateResolved {
+				t.Fatalf("%s ended %s (%s) instead of publishing", id, st.State, st.Reason)
+			}
+			return false
+		}
 	}
 
 	t.Run("stopped past ack wait", func(t *testing.T) {
@@ -158,7 +169,7 @@ func TestGitHubEffectsUnderFaults(t *testing.T) {
 			// took the effects claim over and finished.
 			waitFor(t, ctx, "the other worker to take over and publish "+id, func() bool {
 				token, released := h.claim(t, ctx, id)
-				return token >= 2 && released && published(id, n)()
+				return token >= 2 && released && published(t, id, n)()
 			})
 			victim.resume()
 			h.gh.SetHook(nil)
@@ -185,7 +196,7 @@ func TestGitHubEffectsUnderFaults(t *testing.T) {
 			close(release)
 			h.gh.SetHook(nil)
 			h.startWorker(t, ctx, victim.name)
-			waitFor(t, ctx, "the task to be published after the kill", published(id, n))
+			waitFor(t, ctx, "the task to be published after the kill", published(t, id, n))
 			done = append(done, faultTask{id, n, fmt.Sprintf("SIGKILL before the pull request (made: %v)", made)})
 		}
 	})
@@ -212,7 +223,7 @@ func TestGitHubEffectsUnderFaults(t *testing.T) {
 			if dup := h.deliver(t, "issue_comment", again, http.StatusOK); dup != id {
 				t.Fatalf("webhook redelivery made %q, want the duplicate of %s", dup, id)
 			}
-			waitFor(t, ctx, "the task to be published", published(id, n))
+			waitFor(t, ctx, "the task to be published", published(t, id, n))
 			copyOf(3) // late: after the task is final
 			done = append(done, faultTask{id, n, "duplicate and late deliveries"})
 		}

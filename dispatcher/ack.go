@@ -19,6 +19,7 @@ func (f *flight) finish(ctx context.Context, res task.Result, artifacts map[stri
 	if res.Timings.QueueWait == 0 {
 		res.Timings.QueueWait = f.queueWait
 	}
+	res.HandedBack = f.free
 	if len(artifacts) > 0 {
 		var names []string
 		err := retryOp(opCtx, func() (err error) {
@@ -69,8 +70,8 @@ func (f *flight) finalize(ctx context.Context, st task.Status) bool {
 		return true
 	}
 	d.emit(ctx, task.Event{TaskID: f.t.ID, Time: time.Now().UTC(), Kind: task.EventLog, IsError: true, Text: "finalize: " + err.Error()})
-	if f.attempt < d.cfg.MaxDeliver {
-		delay := d.cfg.backoff(f.attempt)
+	if f.charged() < d.cfg.MaxDeliver {
+		delay := d.cfg.backoff(f.charged())
 		var ra interface{ RetryAfter() time.Duration }
 		if errors.As(err, &ra) && ra.RetryAfter() > 0 {
 			delay = min(delay, ra.RetryAfter())
@@ -96,18 +97,33 @@ func (d *Dispatcher) finalizeStatus(ctx context.Context, st task.Status) error {
 // its last delivery the task is reissued as a fresh message so that the
 // hand-back does not exhaust it.
 func (f *flight) handBack(ctx context.Context, reason string) {
-	if f.attempt < f.d.cfg.MaxDeliver {
+	if f.charged() < f.d.cfg.MaxDeliver {
 		f.requeue(ctx, reason, 0)
 		return
 	}
+	f.reissue(ctx, reason, 0)
+}
+
+// handOver returns a delivery that this worker could not run because its
+// own infrastructure is unusable: the task goes back as a new message
+// (another worker may take it at once) and this delivery does not count
+// toward its limit.
+func (f *flight) handOver(ctx context.Context, reason string) {
+	f.reissue(ctx, reason, f.d.cfg.ProbeInterval)
+}
+
+// reissue records the hand-back and puts the task on the queue again as a
+// new message, this delivery counted free; when that fails, the delivery
+// is handed back with a Nak after nakDelay instead (and counts).
+func (f *flight) reissue(ctx context.Context, reason string, nakDelay time.Duration) {
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer cancel()
 	if !f.markQueued(opCtx, reason) {
 		return
 	}
-	if err := retryOp(opCtx, func() error { return f.dl.Reissue(opCtx) }); err != nil {
+	if err := retryOp(opCtx, func() error { return f.dl.Reissue(opCtx, true) }); err != nil {
 		f.d.log.Warn("reissue handed-back task", "task_id", f.t.ID, "err", err)
-		f.nak(0)
+		f.nak(nakDelay)
 	}
 }
 

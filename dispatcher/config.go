@@ -58,6 +58,17 @@ type Config struct {
 	// FetchWait is how long one pull waits for a task (1s); it bounds how
 	// long stopping to fetch takes.
 	FetchWait time.Duration
+	// Probe checks that this worker's own infrastructure (its sandbox
+	// engine, its image, its disk) is usable; nil takes the Runner's when
+	// it is a [Prober], else none. It runs before the first fetch, after
+	// every run that failed for the infrastructure's reasons, and every
+	// ProbeInterval while it fails. While it fails the dispatcher is
+	// unready ([Dispatcher.Ready]) and fetches nothing, and the run that
+	// found the fault is handed back without counting toward the task's
+	// deliveries.
+	Probe func(ctx context.Context) error
+	// ProbeInterval is how often an unready dispatcher probes again (5s).
+	ProbeInterval time.Duration
 	// Observer receives metrics and trace hooks (NopObserver).
 	Observer Observer
 	// Finalizer, when set, carries out each final task's effects outside
@@ -91,6 +102,8 @@ const (
 	DefaultAckWait    = 30 * time.Second
 	DefaultMaxDeliver = 5
 	DefaultFetchWait  = time.Second
+	// DefaultProbeInterval is the default Config.ProbeInterval.
+	DefaultProbeInterval = 5 * time.Second
 )
 
 // DefaultBackoff is the default Config.Backoff.
@@ -136,6 +149,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.FetchWait == 0 {
 		c.FetchWait = DefaultFetchWait
 	}
+	if c.ProbeInterval <= 0 {
+		c.ProbeInterval = DefaultProbeInterval
+	}
 	if c.Observer == nil {
 		c.Observer = NopObserver{}
 	}
@@ -168,7 +184,9 @@ type Observer interface {
 	// TaskStarted returned, or a background one.
 	TaskFinished(ctx context.Context, res task.Result, elapsed time.Duration)
 	// TaskRequeued is called when a delivery is handed back for another
-	// attempt: reason is "retry: …" (infrastructure fault) or "shutdown".
+	// attempt: reason is "retry: …" (an infrastructure fault that counts
+	// toward the task's deliveries), "worker fault: …" (this worker's own
+	// infrastructure is unusable; it does not count) or "shutdown".
 	TaskRequeued(ctx context.Context, id string, attempt int, reason string)
 	// TaskDeadLettered is called when a task is moved to the dead-letter
 	// stream.
@@ -178,6 +196,9 @@ type Observer interface {
 	// ConsumerLag reports, every few seconds, the tasks waiting for a worker
 	// (pending) and those delivered but not acked (ackPending).
 	ConsumerLag(pending, ackPending uint64)
+	// Readiness reports whether the dispatcher takes tasks, when it starts
+	// and whenever that changes (see [Dispatcher.Ready]).
+	Readiness(ready bool)
 }
 
 // NopObserver ignores every hook.
@@ -207,3 +228,6 @@ func (NopObserver) Slots(int, int) {}
 
 // ConsumerLag does nothing.
 func (NopObserver) ConsumerLag(uint64, uint64) {}
+
+// Readiness does nothing.
+func (NopObserver) Readiness(bool) {}

@@ -32,6 +32,7 @@ type Dispatcher struct {
 	cfg    Config
 	log    *slog.Logger
 	obs    Observer
+	health health
 
 	started  atomic.Bool
 	slots    chan struct{} // one per running task
@@ -56,7 +57,10 @@ func New(q Queue, runner Runner, cfg Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Dispatcher{
+	if p, ok := runner.(Prober); ok && cfg.Probe == nil {
+		cfg.Probe = p.Probe
+	}
+	d := &Dispatcher{
 		q:       q,
 		runner:  runner,
 		cfg:     cfg,
@@ -67,7 +71,9 @@ func New(q Queue, runner Runner, cfg Config) (*Dispatcher, error) {
 		running: make(map[*flight]struct{}),
 		repos:   make(map[string]int),
 		repoCh:  make(chan struct{}),
-	}, nil
+	}
+	d.health.fault, d.health.back = errNotStarted, make(chan struct{})
+	return d, nil
 }
 
 // OpenQueue creates (or updates) the consumer every dispatcher shares, with
@@ -124,6 +130,8 @@ func (d *Dispatcher) run(ctx context.Context) error {
 	bgWG.Go(func() { d.routeCancels(cancels) })
 	bgWG.Go(func() { d.deadLetterLoop(bg) })
 	bgWG.Go(func() { d.lagLoop(bg) })
+	d.start(ctx)
+	bgWG.Go(func() { d.healthLoop(bg) })
 
 	d.log.Info("dispatcher started", "slots", d.cfg.Slots, "ack_wait", d.cfg.AckWait, "max_deliver", d.cfg.MaxDeliver)
 	d.obs.Slots(0, d.cfg.Slots)
@@ -144,10 +152,11 @@ func (d *Dispatcher) run(ctx context.Context) error {
 	return nil
 }
 
-// fetchLoop pulls one task per free slot until ctx is done. A fetch also
-// needs room in the inbox, which bounds the deliveries this worker holds
-// (2 x Slots): those running, and those waiting without a slot for their
-// repository's turn (see holdRepo).
+// fetchLoop pulls one task per free slot until ctx is done, while the
+// dispatcher is ready (see health.go). A fetch also needs room in the
+// inbox, which bounds the deliveries this worker holds (2 x Slots): those
+// running, and those waiting without a slot for their repository's turn
+// (see holdRepo).
 func (d *Dispatcher) fetchLoop(ctx context.Context, runBase context.Context) {
 	failures := 0
 	for {
@@ -157,7 +166,10 @@ func (d *Dispatcher) fetchLoop(ctx context.Context, runBase context.Context) {
 			return
 		}
 		s := &runSlot{d: d}
-		if s.acquire(ctx) != nil {
+		// Ready is checked last: a run that ends on a fault of this
+		// worker's infrastructure frees its slot after marking it unready.
+		if s.acquire(ctx) != nil || d.waitReady(ctx) != nil {
+			s.release()
 			<-d.inbox
 			return
 		}

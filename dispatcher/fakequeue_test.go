@@ -92,8 +92,11 @@ func (a *fakeAcker) Term(_ context.Context, reason string) error {
 	a.q.record(a.id, what, true)
 	return nil
 }
-func (a *fakeAcker) InProgress() error                 { a.q.record(a.id, "in progress", false); return nil }
-func (a *fakeAcker) Reissue(ctx context.Context) error { a.q.record(a.id, "reissue", true); return nil }
+func (a *fakeAcker) InProgress() error { a.q.record(a.id, "in progress", false); return nil }
+func (a *fakeAcker) Reissue(ctx context.Context, _ bool) error {
+	a.q.record(a.id, "reissue", true)
+	return nil
+}
 
 type fakeWork struct{ q *fakeQueue }
 

@@ -25,11 +25,16 @@ type flight struct {
 	dl        *Delivery
 	t         task.Task
 	attempt   int
+	free      int // earlier deliveries that did not count (Delivery.Free)
 	queueWait time.Duration
 	cancel    context.CancelCauseFunc
 	lease     atomic.Pointer[Lease]
 	events    atomic.Pointer[eventPump]
 }
+
+// charged is the task's deliveries so far that count toward its limit,
+// this one included.
+func (f *flight) charged() int { return f.attempt - f.free }
 
 // leaseOf returns the flight's lease, nil before it has one.
 func (f *flight) leaseOf() Lease {
@@ -66,7 +71,7 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 	}
 	ctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
-	f := &flight{d: d, dl: dl, t: t, attempt: attempt, cancel: cancel, queueWait: time.Since(dl.Published)}
+	f := &flight{d: d, dl: dl, t: t, attempt: attempt, free: dl.Free, cancel: cancel, queueWait: time.Since(dl.Published)}
 	d.track(f)
 	defer d.untrack(f)
 	hb := f.startHeartbeat()
@@ -111,6 +116,16 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 		return
 	}
 	f.lease.Store(&lease)
+	if f.charged() > d.cfg.MaxDeliver {
+		// A reissued message is delivered past the task's limit only when
+		// the worker of its last counted delivery stopped responding (the
+		// server's own limit is per message).
+		res := task.Result{Status: task.StateFailed, Fault: task.FaultInfra,
+			Reason: fmt.Sprintf("deliveries exhausted (%d): the worker stopped responding on the last attempt", d.cfg.MaxDeliver)}
+		d.log.Warn("task dead-lettered: deliveries exhausted", "task_id", t.ID, "attempt", attempt)
+		f.conclude(ctx, verdict{action: bury, result: res}, nil, 0)
+		return
+	}
 	d.emit(context.WithoutCancel(ctx), task.Event{TaskID: t.ID, Kind: task.EventState, State: task.StateRunning})
 	opCtx, opCancel = context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	if ok, err := d.q.States.CancelRequested(opCtx, t.ID); ok {
@@ -132,7 +147,13 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 	elapsed := time.Since(start)
 	cause := context.Cause(ctx) // before anything else can cancel ctx
 	pump.close()
-	f.conclude(runCtx, decide(rep, cause, attempt, d.cfg), rep.Artifacts, elapsed)
+	var local error
+	if cause == nil && rep.Result.Fault == task.FaultInfra {
+		// Whose fault: this worker's (its engine, image or disk fails the
+		// probe) or one that follows the task to any worker.
+		local = d.localFault(ctx)
+	}
+	f.conclude(runCtx, decide(rep, cause, f.charged(), d.cfg, local), rep.Artifacts, elapsed)
 }
 
 // decodeTask parses a task message. The message subject names the task; a
@@ -200,6 +221,10 @@ func (f *flight) conclude(ctx context.Context, v verdict, artifacts map[string][
 	case retry:
 		d.log.Warn("infrastructure fault; task handed back", "task_id", t.ID, "attempt", f.attempt, "reason", v.reason)
 		f.requeue(ctx, v.reason, v.delay)
+		d.obs.TaskRequeued(ctx, t.ID, f.attempt, v.reason)
+	case handOver:
+		d.log.Warn("this worker's infrastructure is unusable; task handed over without counting the delivery", "task_id", t.ID, "attempt", f.attempt, "reason", v.reason)
+		f.handOver(ctx, v.reason)
 		d.obs.TaskRequeued(ctx, t.ID, f.attempt, v.reason)
 	case bury:
 		f.finish(ctx, v.result, artifacts, elapsed, func(ctx context.Context) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -283,6 +284,9 @@ func (o *recordingObserver) TaskFinished(_ context.Context, res task.Result, _ t
 
 func (o *recordingObserver) TaskRequeued(_ context.Context, id string, _ int, reason string) {
 	o.add("requeued:" + id)
+	if kind, _, ok := strings.Cut(reason, ":"); ok {
+		o.add("requeued:" + id + ":" + kind)
+	}
 }
 
 func (o *recordingObserver) TaskDeadLettered(_ context.Context, id, _ string) { o.add("dead:" + id) }
@@ -298,6 +302,8 @@ func (o *recordingObserver) Slots(busy, total int) {
 }
 
 func (o *recordingObserver) ConsumerLag(uint64, uint64) { o.add("lag") }
+
+func (o *recordingObserver) Readiness(ready bool) { o.add(fmt.Sprintf("ready:%v", ready)) }
 
 func jetstreamSubjectFilter(s string) jetstream.StreamInfoOpt { return jetstream.WithSubjectFilter(s) }
 

@@ -24,9 +24,13 @@ const (
 	// bury: an infrastructure fault on the last delivery; a failed result,
 	// then Term with the message copied to the dead letters.
 	bury
+	// handOver: this worker's own infrastructure is unusable; requeue as a
+	// new message, without counting the delivery, for a worker whose
+	// infrastructure works (this one stops fetching until it does).
+	handOver
 )
 
-var actionNames = [...]string{"discard", "finish", "hand back", "retry", "bury"}
+var actionNames = [...]string{"discard", "finish", "hand back", "retry", "bury", "hand over"}
 
 func (a action) String() string { return actionNames[a] }
 
@@ -41,10 +45,12 @@ type verdict struct {
 	delay time.Duration
 }
 
-// decide maps how a run ended (its report, and the cause its context was
-// cancelled with, if any) to the delivery's fate. It is pure: the ack
-// mapping in one table.
-func decide(rep task.Report, cause error, attempt int, cfg Config) verdict {
+// decide maps how a run ended (its report, the cause its context was
+// cancelled with, if any, and local: this worker's own infrastructure
+// failing its probe after the run failed) to the delivery's fate; charged
+// is the task's delivery count less the deliveries that did not count
+// toward its limit. It is pure: the ack mapping in one table.
+func decide(rep task.Report, cause error, charged int, cfg Config, local error) verdict {
 	switch {
 	case errors.Is(cause, errLostLease):
 		return verdict{action: discard}
@@ -58,12 +64,14 @@ func decide(rep task.Report, cause error, attempt int, cfg Config) verdict {
 		res := rep.Result
 		res.Status, res.Reason = task.StateCancelled, "cancelled"
 		return verdict{action: finish, result: res}
-	case rep.Retry && attempt < cfg.MaxDeliver:
-		return verdict{action: retry, reason: "retry: " + orUnknown(rep.Result.Reason), delay: cfg.backoff(attempt)}
+	case local != nil && rep.Result.Fault == task.FaultInfra && rep.Result.Status != task.StateResolved:
+		return verdict{action: handOver, reason: "worker fault: " + local.Error()}
+	case rep.Retry && charged < cfg.MaxDeliver:
+		return verdict{action: retry, reason: "retry: " + orUnknown(rep.Result.Reason), delay: cfg.backoff(charged)}
 	case rep.Retry:
 		res := rep.Result
 		res.Status = task.StateFailed
-		res.Reason = fmt.Sprintf("deliveries exhausted (%d): %s", attempt, orUnknown(rep.Result.Reason))
+		res.Reason = fmt.Sprintf("deliveries exhausted (%d): %s", charged, orUnknown(rep.Result.Reason))
 		return verdict{action: bury, result: res}
 	case !rep.Result.Status.Final():
 		res := rep.Result

@@ -51,7 +51,7 @@ func TestDecide(t *testing.T) {
 		{"infrastructure fault on the last delivery", infra("engine gone"), nil, 3, bury, task.StateFailed, "deliveries exhausted (3): engine gone", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v := decide(c.rep, c.cause, c.attempt, cfg)
+			v := decide(c.rep, c.cause, c.attempt, cfg, nil)
 			if v.action != c.want {
 				t.Fatalf("action = %v, want %v", v.action, c.want)
 			}
@@ -72,5 +72,44 @@ func TestDecide(t *testing.T) {
 	}
 	if errors.Is(errShutdown, errCancelled) {
 		t.Fatal("shutdown and cancellation must be told apart")
+	}
+}
+
+// A fault of this worker's own infrastructure (local: its probe failed after
+// the run) hands an infrastructure failure over, on any delivery; it does
+// not touch a run that resolved, was cancelled or failed for another
+// reason.
+func TestDecideWorkerFault(t *testing.T) {
+	cfg, err := Config{MaxDeliver: 3}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := errors.New("docker engine unreachable")
+	infra := task.Report{Result: task.Result{Status: task.StateFailed, Fault: task.FaultInfra, Reason: "sandbox start"}, Retry: true}
+	final := task.Report{Result: task.Result{Status: task.StateFailed, Fault: task.FaultInfra, Reason: "image missing"}}
+	setup := task.Report{Result: task.Result{Status: task.StateFailed, Fault: task.FaultSetup, Reason: "setup_failed"}}
+	done := task.Report{Result: task.Result{Status: task.StateResolved}}
+	for _, c := range []struct {
+		name    string
+		rep     task.Report
+		cause   error
+		charged int
+		want    action
+	}{
+		{"retry", infra, nil, 1, handOver},
+		{"retry on the last delivery", infra, nil, 3, handOver},
+		{"final infrastructure failure", final, nil, 1, handOver},
+		{"the repository's setup", setup, nil, 1, finish},
+		{"resolved", done, nil, 1, finish},
+		{"cancelled", infra, errCancelled, 1, finish},
+		{"shutdown", infra, errShutdown, 1, handBack},
+	} {
+		v := decide(c.rep, c.cause, c.charged, cfg, local)
+		if v.action != c.want {
+			t.Errorf("%s: action = %v, want %v", c.name, v.action, c.want)
+		}
+		if v.action == handOver && !strings.Contains(v.reason, "worker fault: docker engine unreachable") {
+			t.Errorf("%s: reason %q", c.name, v.reason)
+		}
 	}
 }

@@ -41,8 +41,13 @@ type Delivery struct {
 	TaskID string
 	// Data is the task as JSON.
 	Data []byte
-	// Attempt is the delivery count: 1 for the first.
+	// Attempt is the task's delivery count: 1 for the first (across the
+	// messages it was reissued as).
 	Attempt int
+	// Free counts the task's earlier deliveries that do not count toward
+	// its limit (handed back through no fault of the task, see
+	// Acker.Reissue): Attempt - Free is what the limit is checked against.
+	Free int
 	// Message is the message's sequence in the task stream (0: unknown).
 	Message uint64
 	// Published is when the task was stored.
@@ -65,8 +70,10 @@ type Acker interface {
 	Term(ctx context.Context, deadReason string) error
 	// InProgress restarts the delivery's AckWait.
 	InProgress() error
-	// Reissue hands it back as a new message with a fresh delivery count.
-	Reissue(ctx context.Context) error
+	// Reissue hands it back as a new message with a fresh delivery count,
+	// which carries the task's deliveries so far (this one counted free
+	// when free is true) into the next Delivery's Attempt and Free.
+	Reissue(ctx context.Context, free bool) error
 }
 
 // States is the task state store.
@@ -115,7 +122,8 @@ func (w natsWork) Next(ctx context.Context, wait time.Duration) (*Delivery, erro
 	if d == nil || err != nil {
 		return nil, err
 	}
-	return &Delivery{TaskID: d.TaskID, Data: d.Data, Attempt: d.Attempt, Message: d.StreamSeq, Published: d.Published, Trace: d.Trace, Acker: d}, nil
+	return &Delivery{TaskID: d.TaskID, Data: d.Data, Attempt: d.Earlier + d.Attempt, Free: d.Free, Message: d.StreamSeq,
+		Published: d.Published, Trace: d.Trace, Acker: d}, nil
 }
 
 type natsStates struct{ *queue.States }

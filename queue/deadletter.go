@@ -100,7 +100,9 @@ func (c *Conn) buryExhausted(ctx context.Context, adv deliveryExceeded, live tim
 		}
 		return Buried{}, nil
 	}
-	reason := fmt.Sprintf("deliveries exhausted (%d): the worker stopped responding on the last attempt", adv.Deliveries)
+	earlier, free := reissueCounts(m.Header)
+	charged := earlier - free + int(adv.Deliveries)
+	reason := fmt.Sprintf("deliveries exhausted (%d): the worker stopped responding on the last attempt", charged)
 	e, err := c.get(ctx, id)
 	if err == nil && heldElsewhere(&e.st, Claim{Message: adv.StreamSeq, Live: live}, time.Now()) {
 		if err := c.tasks.DeleteMsg(ctx, adv.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -109,7 +111,7 @@ func (c *Conn) buryExhausted(ctx context.Context, adv deliveryExceeded, live tim
 		return Buried{}, nil
 	}
 	if err == nil && e.st.State == task.StateQueued && e.st.Reason != "" {
-		reason = fmt.Sprintf("deliveries exhausted (%d): %s", adv.Deliveries, e.st.Reason)
+		reason = fmt.Sprintf("deliveries exhausted (%d): %s", charged, e.st.Reason)
 	}
 	if err := c.deadLetter(ctx, id, m.Data, m.Header, adv.StreamSeq, int(adv.Deliveries), reason); err != nil {
 		return Buried{}, err
@@ -118,7 +120,7 @@ func (c *Conn) buryExhausted(ctx context.Context, adv deliveryExceeded, live tim
 	if dt, err := task.Decode(m.Data); err == nil {
 		t = &dt
 	}
-	res := task.Result{Status: task.StateFailed, Reason: reason, Attempt: int(adv.Deliveries)}
+	res := task.Result{Status: task.StateFailed, Reason: reason, Fault: task.FaultInfra, Attempt: earlier + int(adv.Deliveries), HandedBack: free}
 	st, settled, err := c.states.Settle(ctx, id, t, res)
 	if err != nil {
 		return Buried{}, err

@@ -83,7 +83,8 @@ func TestMaxDeliveriesAdvisoryIsCapturedAndBuried(t *testing.T) {
 
 // Term with a reason copies the message to the dead-letter stream first;
 // Reissue puts it back as a fresh message (delivery count 1) and acks the
-// old one.
+// old one; the new message carries the task's deliveries so far, the
+// reissued one counted free, and a second reissue adds to them.
 func TestDeliveryTermAndReissue(t *testing.T) {
 	s := startNATS(t, "")
 	c := connect(t, s)
@@ -101,18 +102,25 @@ func TestDeliveryTermAndReissue(t *testing.T) {
 	if d.Attempt != 2 {
 		t.Fatalf("attempt after nak = %d", d.Attempt)
 	}
-	if err := d.Reissue(ctx); err != nil {
+	if err := d.Reissue(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Reissue(ctx); err != nil {
+	if err := d.Reissue(ctx, true); err != nil {
 		t.Fatalf("reissue again: %v", err)
 	}
 	d = nextDelivery(t, w)
-	if d.Attempt != 1 || d.TaskID != "t-re" {
-		t.Fatalf("reissued delivery = %+v", d)
+	if d.Attempt != 1 || d.Earlier != 2 || d.Free != 1 || d.TaskID != "t-re" {
+		t.Fatalf("reissued delivery = %+v, want attempt 1 after 2 earlier, 1 free", d)
 	}
 	if n := natstest.StreamMsgs(t, s, queue.TasksStream); n != 1 {
 		t.Fatalf("task stream holds %d messages after reissue, want 1", n)
+	}
+	if err := d.Reissue(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	d = nextDelivery(t, w)
+	if d.Attempt != 1 || d.Earlier != 3 || d.Free != 1 {
+		t.Fatalf("delivery reissued again = %+v, want attempt 1 after 3 earlier, 1 free", d)
 	}
 	if err := d.Term(ctx, "given up"); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -131,10 +132,13 @@ func (w *Work) delivery(m jetstream.Msg) (*Delivery, error) {
 		_ = m.Term()
 		return nil, nil
 	}
+	earlier, free := reissueCounts(m.Headers())
 	return &Delivery{
 		TaskID:    taskIDFromSubject(m.Subject()),
 		Data:      m.Data(),
 		Attempt:   int(md.NumDelivered),
+		Earlier:   earlier,
+		Free:      free,
 		StreamSeq: md.Sequence.Stream,
 		Published: md.Timestamp,
 		msg:       m,
@@ -223,8 +227,13 @@ type Delivery struct {
 	TaskID string
 	// Data is the message body: the task as JSON.
 	Data []byte
-	// Attempt is the delivery count: 1 for the first delivery.
+	// Attempt is this message's delivery count: 1 for its first delivery.
 	Attempt int
+	// Earlier counts the task's deliveries from the messages this one was
+	// reissued from (see [Delivery.Reissue]), and Free how many of those
+	// did not count toward the task's delivery limit: the task's own
+	// delivery number is Earlier + Attempt.
+	Earlier, Free int
 	// StreamSeq is the message's sequence in the task stream.
 	StreamSeq uint64
 	// Published is when the message was stored.
@@ -279,12 +288,44 @@ func (d *Delivery) Term(ctx context.Context, deadReason string) error {
 
 // Reissue puts the task on the work queue again as a new message, with a
 // fresh delivery count, and acknowledges this delivery: how a delivery
-// handed back through no fault of the task (a worker shutting down) on its
-// last attempt avoids being counted as exhausted. The new message's id is
+// handed back through no fault of the task (its worker's own engine is
+// unusable, or it shuts down on the task's last attempt) avoids being
+// counted toward the task's limit, which JetStream counts per message. The
+// new message carries the task's deliveries so far in its headers
+// (Earlier, Free), with this one counted free when free is true. Its id is
 // derived from this one's stream sequence, so retrying is safe.
-func (d *Delivery) Reissue(ctx context.Context) error {
-	if err := d.c.republish(ctx, d.TaskID, d.msg.Data(), d.msg.Headers(), d.StreamSeq); err != nil {
+func (d *Delivery) Reissue(ctx context.Context, free bool) error {
+	hdr := nats.Header{}
+	for k, v := range d.msg.Headers() {
+		hdr[k] = v
+	}
+	f := d.Free
+	if free {
+		f++
+	}
+	hdr.Set(HeaderEarlierDeliveries, strconv.Itoa(d.Earlier+d.Attempt))
+	hdr.Set(HeaderFreeDeliveries, strconv.Itoa(f))
+	if err := d.c.republish(ctx, d.TaskID, d.msg.Data(), hdr, d.StreamSeq); err != nil {
 		return err
 	}
 	return d.Ack(ctx)
+}
+
+// Headers of a reissued task message (see [Delivery.Reissue]).
+const (
+	// HeaderEarlierDeliveries counts the task's deliveries from the
+	// messages before this one.
+	HeaderEarlierDeliveries = "Wrench-Earlier-Deliveries"
+	// HeaderFreeDeliveries counts those of them that did not count toward
+	// the task's delivery limit.
+	HeaderFreeDeliveries = "Wrench-Free-Deliveries"
+)
+
+// reissueCounts reads a message's earlier and free delivery counts (zero
+// when absent or malformed; free never above earlier).
+func reissueCounts(h nats.Header) (earlier, free int) {
+	earlier, _ = strconv.Atoi(h.Get(HeaderEarlierDeliveries))
+	free, _ = strconv.Atoi(h.Get(HeaderFreeDeliveries))
+	earlier = max(earlier, 0)
+	return earlier, min(max(free, 0), earlier)
 }

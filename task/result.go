@@ -83,6 +83,12 @@ type Result struct {
 	Artifacts []string `json:"artifacts,omitempty"`
 	// Attempt is the delivery attempt that produced this result (1-based).
 	Attempt int `json:"attempt,omitempty"`
+	// HandedBack counts the earlier attempts handed back through no fault
+	// of the task: the worker's own sandbox engine, image or disk was
+	// unusable (a fault of the infrastructure, blamed on that worker), or
+	// it shut down on the task's last delivery. They do not count toward
+	// the task's delivery limit.
+	HandedBack int `json:"handed_back,omitempty"`
 	// Worker identifies the worker that produced it.
 	Worker     string    `json:"worker,omitempty"`
 	FinishedAt time.Time `json:"finished_at"`

@@ -1,6 +1,10 @@
 package telemetry
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wrenchworks/wrench/task"
+)
 
 // Admission durability levels, the level label of
 // wrench_admission_durability (see queue.Durability).
@@ -9,11 +13,26 @@ var durabilityLevels = []string{"fsync", "replicated", "memory", "unknown"}
 // Queue repair kinds, the kind label of wrench_queue_repairs_total.
 var repairKinds = []string{"lost_message"}
 
+// Fault blames, the blame label of wrench_task_faults_total.
+const (
+	// BlameWorker: the worker's own engine, image or disk was unusable;
+	// the task was handed to another worker without counting the delivery.
+	BlameWorker = "worker"
+	// BlameTask: the fault followed the task (it counted toward its
+	// deliveries, or ended it).
+	BlameTask = "task"
+)
+
+// faultClasses are the fault label's values.
+var faultClasses = []task.Fault{task.FaultInfra, task.FaultModel, task.FaultSetup, task.FaultInput}
+
 // fleetMetrics are the metrics of the fleet's reliability: what an accepted
-// task survives, and what was repaired.
+// task survives, what was repaired, whose faults attempts ended on.
 type fleetMetrics struct {
 	durability *prometheus.GaugeVec
 	repairs    *prometheus.CounterVec
+	faults     *prometheus.CounterVec
+	ready      prometheus.Gauge
 }
 
 func newFleetMetrics() fleetMetrics {
@@ -26,15 +45,45 @@ func newFleetMetrics() fleetMetrics {
 			Namespace: Namespace, Name: "queue_repairs_total",
 			Help: "Disagreements between the state store and the work queue that were repaired, by kind (lost_message: a task recorded queued with nothing in the queue, queued again).",
 		}, []string{"kind"}),
+		faults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "task_faults_total",
+			Help: "Attempts that ended on a fault, by fault (infrastructure, model, setup, input) and blame: worker (this worker's own engine, image or disk was unusable; the task was handed to another worker without counting the delivery) or task (the fault followed the task: it counted toward its deliveries, or ended it).",
+		}, []string{"fault", "blame"}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "worker_ready",
+			Help: "1 while this process's dispatcher takes tasks; 0 while its own engine, image or disk is unusable (it probes again and resumes on its own).",
+		}),
 	}
 	for _, k := range repairKinds {
 		f.repairs.WithLabelValues(k)
+	}
+	f.faults.WithLabelValues(string(task.FaultInfra), BlameWorker)
+	for _, c := range faultClasses {
+		f.faults.WithLabelValues(string(c), BlameTask)
 	}
 	return f
 }
 
 func (f fleetMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{f.durability, f.repairs}
+	return []prometheus.Collector{f.durability, f.repairs, f.faults, f.ready}
+}
+
+// TaskFault counts an attempt that ended on fault, blamed on the worker or
+// the task (BlameWorker, BlameTask).
+func (m *Metrics) TaskFault(fault task.Fault, blame string) {
+	if fault == task.FaultNone {
+		return
+	}
+	m.faults.WithLabelValues(string(fault), blame).Inc()
+}
+
+// SetWorkerReady records whether this process's dispatcher takes tasks.
+func (m *Metrics) SetWorkerReady(ready bool) {
+	v := 0.0
+	if ready {
+		v = 1
+	}
+	m.ready.Set(v)
 }
 
 // SetAdmissionDurability sets wrench_admission_durability to 1 for level

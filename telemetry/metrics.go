@@ -123,7 +123,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		requeues: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "task_requeues_total",
-			Help: "Attempts handed back to the queue, by reason (retry, shutdown, repo_limit, other).",
+			Help: "Attempts handed back to the queue, by reason (retry, worker_fault, shutdown, repo_limit, other).",
 		}, []string{"reason"}),
 		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "dead_letters_total",
@@ -238,14 +238,20 @@ func (m *Metrics) TaskEnded() { m.inFlight.Dec() }
 
 // requeueReasons are the values of wrench_task_requeues_total's reason
 // label (TaskRequeued maps the dispatcher's reasons onto them).
-var requeueReasons = []string{"retry", "shutdown", "repo_limit", "other"}
+var requeueReasons = []string{"retry", "worker_fault", "shutdown", "repo_limit", "other"}
 
 // TaskRequeued counts an attempt handed back for another delivery; reason
-// is the dispatcher's ("retry: …", "shutdown", "repo_limit").
+// is the dispatcher's ("retry: …", "worker fault: …", "shutdown",
+// "repo_limit"). A retry counts as an infrastructure fault of the task, a
+// worker fault as one of the worker (wrench_task_faults_total).
 func (m *Metrics) TaskRequeued(reason string) {
 	switch {
 	case strings.HasPrefix(reason, "retry"):
 		reason = "retry"
+		m.TaskFault(task.FaultInfra, BlameTask)
+	case strings.HasPrefix(reason, "worker fault"):
+		reason = "worker_fault"
+		m.TaskFault(task.FaultInfra, BlameWorker)
 	case reason == "shutdown", reason == "repo_limit":
 	default:
 		reason = "other"
@@ -262,6 +268,7 @@ func (m *Metrics) TaskFinished(res task.Result, elapsed time.Duration) {
 		status = "other"
 	}
 	m.finished.WithLabelValues(status).Inc()
+	m.TaskFault(res.Fault, BlameTask)
 	m.benchFinished(res)
 	if elapsed <= 0 {
 		elapsed = res.Timings.Total

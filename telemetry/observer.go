@@ -120,6 +120,13 @@ func (o *Observer) Slots(busy, total int) {
 	}
 }
 
+// Readiness records whether the dispatcher takes tasks.
+func (o *Observer) Readiness(ready bool) {
+	if o.metrics != nil {
+		o.metrics.SetWorkerReady(ready)
+	}
+}
+
 // ConsumerLag records the work queue's lag.
 func (o *Observer) ConsumerLag(pending, ackPending uint64) {
 	if o.metrics != nil {

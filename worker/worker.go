@@ -82,13 +82,28 @@ type Config struct {
 	OnLimit func(agent.StopReason) bool
 	// Secrets are redacted from trajectories and events.
 	Secrets []string
-	Logger  *slog.Logger
+	// Health checks this worker's own infrastructure (its sandbox engine,
+	// its default image, its disk); nil checks nothing. See [Worker.Probe].
+	Health func(ctx context.Context) error
+	Logger *slog.Logger
 }
 
 // Worker runs tasks. It is safe for concurrent use: each Run is independent.
 type Worker struct {
 	cfg Config
 	log *slog.Logger
+}
+
+// Probe reports whether this worker's own infrastructure is usable
+// (Config.Health). A dispatcher runs it (dispatcher.Prober) to tell a
+// fault of this worker, which hands the task to another worker and stops
+// this one taking tasks until the probe passes, from one that follows the
+// task.
+func (w *Worker) Probe(ctx context.Context) error {
+	if w.cfg.Health == nil {
+		return nil
+	}
+	return w.cfg.Health(ctx)
 }
 
 // New checks cfg and returns a Worker.

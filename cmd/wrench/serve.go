@@ -43,6 +43,7 @@ type serviceFlags struct {
 	otlp     string
 	workerID string
 	ackWait  time.Duration
+	minFree  string
 	github   githubFlags
 	// gh is the GitHub connection opened from the github flags (nil
 	// when GitHub is not configured).
@@ -62,6 +63,7 @@ func (s *serviceFlags) register(fs *flag.FlagSet, env *cliEnv) {
 	fs.StringVar(&s.workerID, "worker-id", "", "name of this worker in task states (default host-pid)")
 	s.github.register(fs, env)
 	fs.DurationVar(&s.ackWait, "ack-wait", dispatcher.DefaultAckWait, "how long a task whose worker went silent waits before another worker gets it")
+	fs.StringVar(&s.minFree, "min-free-disk", defaultMinFreeDisk, "free space the data dir's disk needs for this process to take tasks (0: not checked); below it, as with its Docker engine down or its image missing, it is unready and hands tasks over")
 }
 
 // check validates the flags; minSlots is 0 for serve (API only) and 1 for
@@ -75,6 +77,9 @@ func (s *serviceFlags) check(minSlots int) error {
 	}
 	if s.ackWait < time.Second {
 		return fmt.Errorf("--ack-wait must be at least 1s, got %s", s.ackWait)
+	}
+	if _, err := parseSize(s.minFree); err != nil {
+		return fmt.Errorf("--min-free-disk: %w", err)
 	}
 	switch agent.VerifyPolicy(s.verify) {
 	case agent.VerifyOnFinish, agent.VerifyAfterWrite, agent.VerifyNever:
@@ -91,6 +96,7 @@ func (s *serviceFlags) workerOptions(gh *githubConn, loopback bool) workerOption
 	o := workerOptions{common: s.common, image: s.image, verify: agent.VerifyPolicy(s.verify),
 		network: s.network, warm: s.warm, deployment: s.common.deployment, credentials: gh.credentials(),
 		checkMounts: true, loopback: loopback}
+	o.minFreeDisk, _ = parseSize(s.minFree) // checked by check
 	if gh != nil {
 		o.caBundle = gh.ca
 	}
@@ -384,6 +390,12 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 	}
 	if err := f.service.gh.mountWebhook(srv, f.service.github, f.githubSecret, submitter, pol, env, f.service.common); err != nil {
 		return fail(err)
+	}
+	if d != nil {
+		// The API's /readyz says whether it accepts tasks (they wait in
+		// the queue while this process's engine is down); this one
+		// whether its own dispatcher takes them.
+		srv.Handle("GET /readyz/worker", readyHandler(func() error { return errors.Join(conn.Ready(), d.Ready()) }))
 	}
 	slots := fmt.Sprintf("%d slots", f.service.slots)
 	if d == nil {

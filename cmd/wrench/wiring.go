@@ -142,6 +142,9 @@ type workerOptions struct {
 	// checkMounts checks at start that the engine sees the paths sandboxes
 	// bind-mount (serve and worker, which may run in a container).
 	checkMounts bool
+	// minFreeDisk is the free space the data dir's disk needs for the
+	// worker to take tasks (0: not checked).
+	minFreeDisk int64
 }
 
 // checkMounts fails when the engine cannot see the paths under dataDir
@@ -311,6 +314,7 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 		OnLimit:      o.onLimit,
 		Verify:       o.verify,
 		Secrets:      secrets(env),
+		Health:       infraProbe(prov, pol, dataDir, o.minFreeDisk),
 		Logger:       log,
 	})
 	if err != nil {

@@ -95,13 +95,7 @@ func runWorker(ctx context.Context, env *cliEnv, f workerFlags, runner dispatche
 	if f.httpAddr != "" {
 		mux.Handle("GET /metrics", telemetry.Handler(tel.registry))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-			if err := conn.Ready(); err != nil {
-				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			fmt.Fprintln(w, "ready")
-		})
+		mux.HandleFunc("GET /readyz", readyHandler(func() error { return errors.Join(conn.Ready(), d.Ready()) }))
 		if ln, err = net.Listen("tcp", f.httpAddr); err != nil {
 			return fail(fmt.Errorf("listen on %s: %w", f.httpAddr, err))
 		}
@@ -110,4 +104,16 @@ func runWorker(ctx context.Context, env *cliEnv, f workerFlags, runner dispatche
 	warnNoModelKey(env, "wrench worker")
 	fmt.Fprintf(env.stderr, "wrench worker: %s joined %s with %d slots\n", d.WorkerID(), conn.URL(), f.service.slots)
 	return runService(ctx, log, d, mux, ln)
+}
+
+// readyHandler answers a readiness probe: 200 "ready" while ready returns
+// nil, 503 with the reason otherwise.
+func readyHandler(ready func() error) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	}
 }

@@ -246,3 +246,24 @@ func checkLimits(op string, mem, cpus, pids, disk int64, timeout time.Duration) 
 	}
 	return nil
 }
+
+// Check is what every task of this engine needs: the engine answers and
+// image (the default image when empty) is there. The error is a
+// [sandbox.Error] of kind [sandbox.ErrUnavailable] or
+// [sandbox.ErrImageMissing].
+func (p *Provider) Check(ctx context.Context, image string) error {
+	if err := p.Ping(ctx); err != nil {
+		return err
+	}
+	if image == "" {
+		image = p.cfg.DefaultImage
+	}
+	_, ok, err := p.InspectImage(ctx, image)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return sbErr(sandbox.ErrImageMissing, "check", fmt.Errorf("image %s not found; run `wrench image build`", image))
+	}
+	return nil
+}

@@ -33,6 +33,7 @@ type fleetMetrics struct {
 	repairs    *prometheus.CounterVec
 	faults     *prometheus.CounterVec
 	ready      prometheus.Gauge
+	reaped     *prometheus.CounterVec
 }
 
 func newFleetMetrics() fleetMetrics {
@@ -54,6 +55,10 @@ func newFleetMetrics() fleetMetrics {
 			Help: "1 while this process's dispatcher takes tasks; 0 while its own engine, image or disk is unusable (it probes again and resumes on its own).",
 		}),
 	}
+	f.reaped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "orphans_reaped_total",
+		Help: "Containers and workspaces the reaper removed, by kind (container, workspace) and cause (owner_gone, owner_zombie, pid_reused, task_final, redelivered, not_running, max_age, unlabelled).",
+	}, []string{"kind", "cause"})
 	for _, k := range repairKinds {
 		f.repairs.WithLabelValues(k)
 	}
@@ -65,7 +70,13 @@ func newFleetMetrics() fleetMetrics {
 }
 
 func (f fleetMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{f.durability, f.repairs, f.faults, f.ready}
+	return []prometheus.Collector{f.durability, f.repairs, f.faults, f.ready, f.reaped}
+}
+
+// OrphanReaped counts a container or workspace the reaper removed (kind
+// "container" or "workspace"), by cause (see package sandbox/reaper).
+func (m *Metrics) OrphanReaped(kind, cause string) {
+	m.reaped.WithLabelValues(kind, cause).Inc()
 }
 
 // TaskFault counts an attempt that ended on fault, blamed on the worker or

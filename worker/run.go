@@ -95,6 +95,7 @@ func (r *taskRun) run(parent context.Context) task.Report {
 		return r.finish(nil, task.Result{Status: task.StateRejected, Reason: err.Error(), Fault: task.FaultInput}, false)
 	}
 	r.emit(task.Event{Kind: task.EventState, State: task.StateRunning})
+	r.reclaim(parent)
 
 	// Until the repository's configuration is read, the task's own limit
 	// (or the policy's default) bounds it; then the effective one does.
@@ -201,6 +202,21 @@ func (r *taskRun) run(parent context.Context) task.Report {
 		return r.finish(nil, res, retry)
 	}
 	return r.finish(ws, res, retry)
+}
+
+// reclaim removes what earlier attempts of the task left before this one
+// makes its own. A failure is logged: the reaper's sweeps remove the rest.
+func (r *taskRun) reclaim(ctx context.Context) {
+	if r.attempt <= 1 || r.w.cfg.Reclaim == nil {
+		return
+	}
+	n, err := r.w.cfg.Reclaim(ctx, r.t.ID)
+	if err != nil {
+		r.log.Warn("remove what earlier attempts left", "err", err)
+	}
+	if n > 0 {
+		r.emit(task.Event{Kind: task.EventLog, Text: fmt.Sprintf("removed %d containers and workspaces of earlier attempts", n)})
+	}
 }
 
 // gradePhase runs the task's hidden grading spec once the agent is done.

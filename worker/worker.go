@@ -82,6 +82,11 @@ type Config struct {
 	OnLimit func(agent.StopReason) bool
 	// Secrets are redacted from trajectories and events.
 	Secrets []string
+	// Reclaim, when set, removes what earlier attempts of a task left
+	// (its containers and workspaces, wherever this worker's engine and
+	// data dir see them) and says how many it removed; Run calls it first
+	// on every attempt after the first.
+	Reclaim func(ctx context.Context, taskID string) (int, error)
 	// Health checks this worker's own infrastructure (its sandbox engine,
 	// its default image, its disk); nil checks nothing. See [Worker.Probe].
 	Health func(ctx context.Context) error

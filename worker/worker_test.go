@@ -309,3 +309,36 @@ func TestOnLimitReachesTheAgent(t *testing.T) {
 		t.Fatalf("OnLimit not passed to the agent (asked %d)", asked)
 	}
 }
+
+// TestRedeliveryReclaimsEarlierAttempts: an attempt after the first removes
+// what earlier attempts left before it clones; a first attempt does not.
+func TestRedeliveryReclaimsEarlierAttempts(t *testing.T) {
+	var calls []string
+	src := &fakeSources{}
+	w, _ := New(Config{Sources: src, Environments: &fakeEnvironments{}, Models: fakeModels(nil), Agent: &fakeAgent{reason: agent.StopFinished},
+		Reclaim: func(_ context.Context, id string) (int, error) {
+			if len(src.opened) != 0 {
+				t.Error("reclaimed after the clone")
+			}
+			calls = append(calls, id)
+			return 2, nil
+		}})
+	tk := testTask()
+	w.Run(context.Background(), tk, 1, nil)
+	if len(calls) != 0 {
+		t.Fatalf("first attempt reclaimed: %v", calls)
+	}
+	src.opened = nil
+	var events []task.Event
+	w.Run(context.Background(), tk, 2, func(ev task.Event) { events = append(events, ev) })
+	if len(calls) != 1 || calls[0] != tk.ID {
+		t.Fatalf("reclaims = %v, want one of %s", calls, tk.ID)
+	}
+	found := false
+	for _, ev := range events {
+		found = found || strings.Contains(ev.Text, "removed 2 containers and workspaces of earlier attempts")
+	}
+	if !found {
+		t.Error("no event says what was removed")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -94,10 +95,10 @@ func (a Auth) LogValue() slog.Value { return slog.StringValue("[redacted]") }
 // same repository (in this process or others sharing MirrorDir) take turns
 // on the mirror through a file lock.
 type Manager struct {
-	cfg  Config
-	log  *slog.Logger
-	host string
-	pid  int
+	cfg   Config
+	log   *slog.Logger
+	host  string
+	owner map[string]string // sandbox.OwnerLabels
 
 	mirrorHits   atomic.Int64
 	mirrorMisses atomic.Int64
@@ -147,7 +148,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	host, _ := os.Hostname()
-	return &Manager{cfg: cfg, log: log, host: host, pid: os.Getpid()}, nil
+	return &Manager{cfg: cfg, log: log, host: host, owner: sandbox.OwnerLabels(host)}, nil
 }
 
 // Stats returns the mirror counters.
@@ -165,6 +166,9 @@ type Info struct {
 	Created    time.Time
 	OwnerPID   int
 	OwnerHost  string
+	// OwnerStart is the owner process's start time in clock ticks after
+	// boot (sandbox.LabelOwnerStart; 0 when not labelled).
+	OwnerStart uint64
 }
 
 // List returns the workspaces under Root that carry this deployment's
@@ -255,9 +259,8 @@ func (m *Manager) newDir(taskID string) (name string, err error) {
 		sandbox.LabelDeployment: m.cfg.Deployment,
 		sandbox.LabelTask:       taskID,
 		sandbox.LabelCreated:    time.Now().UTC().Format(time.RFC3339Nano),
-		sandbox.LabelOwnerPID:   strconv.Itoa(m.pid),
-		sandbox.LabelOwnerHost:  m.host,
 	}
+	maps.Copy(labels, m.owner)
 	data, _ := json.MarshalIndent(labels, "", "  ")
 	tmp := filepath.Join(dir, metaFile+".tmp")
 	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
@@ -286,6 +289,7 @@ func readMeta(dir string) (Info, error) {
 	}
 	created, _ := time.Parse(time.RFC3339Nano, labels[sandbox.LabelCreated])
 	pid, _ := strconv.Atoi(labels[sandbox.LabelOwnerPID])
+	start, _ := strconv.ParseUint(labels[sandbox.LabelOwnerStart], 10, 64)
 	return Info{
 		Dir:        dir,
 		TaskID:     labels[sandbox.LabelTask],
@@ -293,6 +297,7 @@ func readMeta(dir string) (Info, error) {
 		Created:    created,
 		OwnerPID:   pid,
 		OwnerHost:  labels[sandbox.LabelOwnerHost],
+		OwnerStart: start,
 	}, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wrenchworks/wrench/api"
 )
 
 // TestKilledRunIsReapedOnNextStart SIGKILLs `wrench run` twice: while a
@@ -110,4 +112,43 @@ func sleeping(t *testing.T, deployment string) bool {
 		}
 	}
 	return false
+}
+
+// TestWorkerReapsFinalTasksContainers: a container of a task whose state is
+// final goes as soon as a worker sees it, though its owner process lives;
+// the worker counts it by cause.
+func TestWorkerReapsFinalTasksContainers(t *testing.T) {
+	requireImage(t)
+	deployment := fmt.Sprintf("test-reap-final-%d", time.Now().UnixNano())
+	t.Cleanup(func() { removeContainers(deployment) })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, apiURL, natsURL, natsSeed := startServeProc(t, ctx, "--slots", "0", "--data-dir", t.TempDir(), "--deployment", deployment)
+	repo, script := helloRepo(t, 0)
+	c := api.NewClient(apiURL, "")
+	if _, _, err := c.Submit(ctx, helloTask("t-final", repo, script)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx, "t-final"); err != nil {
+		t.Fatal(err)
+	}
+	// A container of it whose owner (this test) is alive.
+	host, _ := os.Hostname()
+	out, err := exec.Command("docker", "run", "-d", "--network", "none",
+		"--label", "dev.wrench.managed=true", "--label", "dev.wrench.deployment="+deployment, "--label", "dev.wrench.task=t-final",
+		"--label", "dev.wrench.owner-host="+host, "--label", fmt.Sprintf("dev.wrench.owner-pid=%d", os.Getpid()),
+		"--label", "dev.wrench.created="+time.Now().UTC().Format(time.RFC3339),
+		defaultImage, "sleep", "300").CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker run: %v: %s", err, out)
+	}
+	w := startProc(t, "worker", "worker", "--nats", natsURL, "--nats-nkey", natsSeed, "--slots", "1", "--http", "127.0.0.1:0",
+		"--data-dir", t.TempDir(), "--deployment", deployment, "--log-level", "info")
+	metricsURL := strings.TrimSpace(w.line(t, ctx, "wrench worker: metrics on "))
+	w.line(t, ctx, "wrench worker: ")
+	waitUntil(t, ctx, "the container to be reaped", func() bool { return containersOf(t, deployment) == 0 })
+	waitUntil(t, ctx, "the removal to be counted", func() bool {
+		_, m := httpGet(t, metricsURL)
+		return strings.Contains(m, `wrench_orphans_reaped_total{cause="task_final",kind="container"} 1`)
+	})
 }

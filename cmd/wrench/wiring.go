@@ -145,6 +145,9 @@ type workerOptions struct {
 	// minFreeDisk is the free space the data dir's disk needs for the
 	// worker to take tasks (0: not checked).
 	minFreeDisk int64
+	// reap is what the reaper learns once serve or worker has its queue
+	// (nil: nothing).
+	reap *reapHooks
 }
 
 // checkMounts fails when the engine cannot see the paths under dataDir
@@ -277,7 +280,7 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 	}
 	// Whatever a crashed wrench of this deployment left behind goes now,
 	// and again every minute while this one runs.
-	stopReap := startReaper(ctx, wsm, o.deployment, nil, log)
+	reap, stopReap := startReaper(ctx, wsm, o.deployment, nil, o.reap, log)
 	closers := []func(){releaseShim, func() { _ = dc.Close() }, func() { _ = prov.Close() }, stopReap}
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -315,6 +318,7 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 		Verify:       o.verify,
 		Secrets:      secrets(env),
 		Health:       infraProbe(prov, pol, dataDir, o.minFreeDisk),
+		Reclaim:      reclaim(reap),
 		Logger:       log,
 	})
 	if err != nil {

@@ -119,6 +119,7 @@ type Provider struct {
 	ownsClient bool
 	shimStatic bool
 	host       string
+	owner      map[string]string // sandbox.OwnerLabels
 
 	infoMu sync.Mutex
 	info   *system.Info
@@ -150,6 +151,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	}
 	p := &Provider{cfg: cfg, cli: cfg.Client, shimStatic: static}
 	p.host, _ = os.Hostname()
+	p.owner = sandbox.OwnerLabels(p.host)
 	if !static {
 		cfg.Logger.Warn("shim binary is dynamically linked; it only runs in images with a compatible libc (build wrench with CGO_ENABLED=0)", "path", cfg.ShimPath)
 	}

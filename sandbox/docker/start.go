@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -268,14 +269,14 @@ func (p *Provider) containerConfig(spec sandbox.Spec) (*container.Config, *conta
 var setupCaps = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL"}
 
 func (p *Provider) labels(taskID string) map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		sandbox.LabelManaged:    "true",
 		sandbox.LabelDeployment: p.cfg.Deployment,
 		sandbox.LabelTask:       taskID,
 		sandbox.LabelCreated:    time.Now().UTC().Format(time.RFC3339),
-		sandbox.LabelOwnerPID:   strconv.Itoa(os.Getpid()),
-		sandbox.LabelOwnerHost:  p.host,
 	}
+	maps.Copy(l, p.owner)
+	return l
 }
 
 var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)

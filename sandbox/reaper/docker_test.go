@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,14 +59,14 @@ func helper() error {
 
 func ownLabels(deployment, taskID string) map[string]string {
 	host, _ := os.Hostname()
-	return map[string]string{
+	l := map[string]string{
 		sandbox.LabelManaged:    "true",
 		sandbox.LabelDeployment: deployment,
 		sandbox.LabelTask:       taskID,
 		sandbox.LabelCreated:    time.Now().UTC().Format(time.RFC3339),
-		sandbox.LabelOwnerPID:   strconv.Itoa(os.Getpid()),
-		sandbox.LabelOwnerHost:  host,
 	}
+	maps.Copy(l, sandbox.OwnerLabels(host))
+	return l
 }
 
 func startContainer(ctx context.Context, cli *client.Client, labels map[string]string) (string, error) {
@@ -214,5 +215,116 @@ func TestSweepRealOrphans(t *testing.T) {
 	}
 	if strings.Contains(fmt.Sprint(rep), other) {
 		t.Errorf("report mentions another deployment: %+v", rep)
+	}
+}
+
+// TestRealOwnerIdentity labels real containers with real processes as their
+// owners: a zombie (a child that exited and was not waited for) is dead; a
+// live process whose start time is not the label's is a reused pid; the
+// same process with the label's start time keeps its container; a final
+// task's container goes on sight although its owner (this process) lives;
+// RemoveTask removes a task's containers and workspaces whoever owns them.
+func TestRealOwnerIdentity(t *testing.T) {
+	cli := requireDocker(t)
+	ctx := context.Background()
+	deployment := randomName("reaper-owner-")
+	t.Cleanup(func() { removeAll(t, cli, deployment) })
+
+	zombie := exec.Command("true")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Wait()
+	var zst sandbox.ProcStat
+	for deadline := time.Now().Add(30 * time.Second); zst.State != 'Z'; {
+		var err error
+		if zst, err = sandbox.ReadProcStat(zombie.Process.Pid); err != nil || time.Now().After(deadline) {
+			t.Fatalf("child %d never became a zombie: %+v %v", zombie.Process.Pid, zst, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	live := exec.Command("sleep", "300")
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { live.Process.Kill(); live.Wait() }()
+	lst, err := sandbox.ReadProcStat(live.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := func(task string, pid int, start uint64) map[string]string {
+		l := ownLabels(deployment, task)
+		l[sandbox.LabelOwnerPID] = strconv.Itoa(pid)
+		l[sandbox.LabelOwnerStart] = strconv.FormatUint(start, 10)
+		return l
+	}
+	ids := map[string]string{}
+	for task, l := range map[string]map[string]string{
+		"t-zombie": owned("t-zombie", zombie.Process.Pid, zst.Start),
+		"t-reused": owned("t-reused", live.Process.Pid, lst.Start+1),
+		"t-live":   owned("t-live", live.Process.Pid, lst.Start),
+		"t-final":  ownLabels(deployment, "t-final"),
+		"t-mine":   ownLabels(deployment, "t-mine"),
+	} {
+		id, err := startContainer(ctx, cli, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[task] = id
+	}
+	r, err := New(Config{Docker: cli, Deployment: deployment,
+		Final: func(_ context.Context, id string) (bool, error) { return id == "t-final", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	causes := map[string]string{}
+	for _, c := range rep.Containers {
+		causes[c.TaskID] = c.Cause
+	}
+	want := map[string]string{"t-zombie": CauseOwnerZombie, "t-reused": CausePIDReused, "t-final": CauseTaskFinal}
+	if !maps.Equal(causes, want) {
+		t.Errorf("removed with causes %v, want %v", causes, want)
+	}
+	left := containersOf(t, cli, deployment)
+	if len(left) != 2 || left[ids["t-live"]] == "" || left[ids["t-mine"]] == "" {
+		t.Errorf("left %v, want t-live's and t-mine's", left)
+	}
+
+	// A redelivery of t-live removes its container and workspace though
+	// their owner runs.
+	root := filepath.Join(t.TempDir(), "workspaces")
+	m, err := workspace.NewManager(workspace.Config{Root: root, Deployment: deployment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(t.TempDir(), "repo")
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main", repo},
+		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "init"},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	if _, err := m.Open(ctx, "t-live", task.Repo{URL: repo}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err = New(Config{Docker: cli, Workspaces: m, Deployment: deployment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = r.RemoveTask(ctx, "t-live")
+	if err != nil || len(rep.Containers) != 1 || len(rep.Workspaces) != 1 || rep.Containers[0].Cause != CauseRedelivered {
+		t.Fatalf("RemoveTask = %+v, %v; want t-live's container and workspace", rep, err)
+	}
+	if left := containersOf(t, cli, deployment); len(left) != 1 || left[ids["t-mine"]] == "" {
+		t.Errorf("left %v after RemoveTask, want only t-mine's", left)
+	}
+	if ws, _ := m.List(); len(ws) != 0 {
+		t.Errorf("workspaces left: %+v", ws)
 	}
 }

@@ -1,45 +1,32 @@
 package reaper
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
-// processInfo reports whether pid runs and, when /proc tells, when it
-// started.
-func processInfo(pid int) (bool, time.Time) {
+// processInfo tells whether pid runs, whether it is a zombie, and when it
+// started (when /proc tells).
+func processInfo(pid int) Process {
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false, time.Time{}
+		return Process{}
 	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := sandbox.ReadProcStat(pid)
 	if err != nil {
-		return true, time.Time{}
+		return Process{Running: true}
 	}
-	// Field 22 is the start time in clock ticks after boot; fields after
-	// the command name (which may hold spaces) start after the last ')'.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return true, time.Time{}
+	p := Process{Running: st.State != 'X', Zombie: st.State == 'Z', Start: st.Start}
+	if boot, ok := bootTime(); ok {
+		const hz = 100 // USER_HZ is 100 on every Linux ABI Go supports
+		p.Started = boot.Add(time.Duration(st.Start) * time.Second / hz)
 	}
-	fields := strings.Fields(string(stat[i+1:]))
-	if len(fields) < 20 {
-		return true, time.Time{}
-	}
-	ticks, err := strconv.ParseInt(fields[19], 10, 64)
-	if err != nil {
-		return true, time.Time{}
-	}
-	boot, ok := bootTime()
-	if !ok {
-		return true, time.Time{}
-	}
-	const hz = 100 // USER_HZ is 100 on every Linux ABI Go supports
-	return true, boot.Add(time.Duration(ticks) * time.Second / hz)
+	return p
 }
 
 func bootTime() (time.Time, bool) {

@@ -5,11 +5,11 @@ package reaper
 import (
 	"errors"
 	"syscall"
-	"time"
 )
 
-// processInfo reports whether pid runs; the start time is not known here.
-func processInfo(pid int) (bool, time.Time) {
+// processInfo reports whether pid runs; its state and start time are not
+// known here.
+func processInfo(pid int) Process {
 	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM), time.Time{}
+	return Process{Running: err == nil || errors.Is(err, syscall.EPERM)}
 }

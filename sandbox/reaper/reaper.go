@@ -45,6 +45,51 @@ const (
 	DefaultMaxAge   = 24 * time.Hour
 )
 
+// Why a resource was removed: the cause label of
+// wrench_orphans_reaped_total and [Removed.Cause].
+const (
+	// CauseOwnerGone: its owner process on this host no longer runs.
+	CauseOwnerGone = "owner_gone"
+	// CauseOwnerZombie: its owner process exited and waits to be reaped by
+	// its parent; it does no more work.
+	CauseOwnerZombie = "owner_zombie"
+	// CausePIDReused: the owner's pid now belongs to another process.
+	CausePIDReused = "pid_reused"
+	// CauseTaskFinal: its task's state is final.
+	CauseTaskFinal = "task_final"
+	// CauseRedelivered: its task was delivered again ([Reaper.RemoveTask]).
+	CauseRedelivered = "redelivered"
+	// CauseNotRunning: made by this process for a task it no longer runs.
+	CauseNotRunning = "not_running"
+	// CauseMaxAge: older than Config.MaxAge.
+	CauseMaxAge = "max_age"
+	// CauseUnlabelled: a workspace directory without labels.
+	CauseUnlabelled = "unlabelled"
+)
+
+// Causes lists every cause, for metrics that pre-create their series.
+func Causes() []string {
+	return []string{CauseOwnerGone, CauseOwnerZombie, CausePIDReused, CauseTaskFinal, CauseRedelivered, CauseNotRunning, CauseMaxAge, CauseUnlabelled}
+}
+
+// Kinds of resources, [Removed.Kind].
+const (
+	KindContainer = "container"
+	KindWorkspace = "workspace"
+)
+
+// Process is what the operating system says of a process on this host.
+type Process struct {
+	// Running is true while the pid exists (a zombie's too).
+	Running bool
+	// Zombie is true when it exited and waits for its parent to reap it.
+	Zombie bool
+	// Start is its start time in clock ticks after boot (0: unknown).
+	Start uint64
+	// Started is its start time (zero: unknown).
+	Started time.Time
+}
+
 // Config configures a Reaper. Deployment is required; Docker and
 // Workspaces may each be nil to skip that kind of resource.
 type Config struct {
@@ -59,6 +104,13 @@ type Config struct {
 	// process or, if the caller knows, anywhere). Nil means "not known",
 	// and only the owner-process rules apply.
 	Alive func(taskID string) bool
+	// Final reports whether a task's state is final (its resources are
+	// then removed whoever owns them). Nil, or an error, means "not
+	// known".
+	Final func(ctx context.Context, taskID string) (bool, error)
+	// Observe, when set, is called for every resource removed (or, with
+	// DryRun, that would be).
+	Observe func(Removed)
 	// Interval is how often Run sweeps; 0 means DefaultInterval.
 	Interval time.Duration
 	// MaxAge removes a resource of a task that is not alive, whoever owns
@@ -74,15 +126,17 @@ type Config struct {
 	// Logger receives one line per removal; nil discards.
 	Logger *slog.Logger
 
-	// Host and PID identify this process; zero values mean os.Hostname()
-	// and os.Getpid(). Tests set them.
-	Host string
-	PID  int
+	// Host, PID and Start identify this process; zero values mean
+	// os.Hostname(), os.Getpid() and its start time from /proc. Tests set
+	// them.
+	Host  string
+	PID   int
+	Start uint64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Proc tells whether a pid on this host runs and when it started; nil
-	// means the operating system's process table.
-	Proc func(pid int) (running bool, started time.Time)
+	// Proc tells about a pid on this host; nil means the operating
+	// system's process table.
+	Proc func(pid int) Process
 }
 
 // Reaper finds and removes orphaned containers and workspaces. Its methods
@@ -93,9 +147,13 @@ type Reaper struct {
 
 // Removed is one resource a sweep removed (or, with DryRun, would have).
 type Removed struct {
+	// Kind is KindContainer or KindWorkspace.
+	Kind string
 	// ID is the container id, or the workspace directory.
 	ID     string
 	TaskID string
+	// Cause is one of the Cause constants; Reason says it in words.
+	Cause  string
 	Reason string
 }
 
@@ -133,6 +191,9 @@ func New(cfg Config) (*Reaper, error) {
 	}
 	if cfg.PID == 0 {
 		cfg.PID = os.Getpid()
+		if st, err := sandbox.ReadProcStat(0); err == nil {
+			cfg.Start = st.Start
+		}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -173,7 +234,7 @@ func (r *Reaper) Sweep(ctx context.Context) (Report, error) {
 		}
 	}
 	if r.cfg.Workspaces != nil {
-		if err := r.sweepWorkspaces(&rep); err != nil {
+		if err := r.sweepWorkspaces(ctx, &rep); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -181,30 +242,28 @@ func (r *Reaper) Sweep(ctx context.Context) (Report, error) {
 }
 
 func (r *Reaper) sweepContainers(ctx context.Context, rep *Report) error {
-	list, err := r.cfg.Docker.ContainerList(ctx, container.ListOptions{
-		All: true,
-		Filters: filters.NewArgs(
-			filters.Arg("label", sandbox.LabelManaged+"=true"),
-			filters.Arg("label", sandbox.LabelDeployment+"="+r.cfg.Deployment),
-		),
-	})
+	return r.removeContainers(ctx, rep, "", func(o owner) (string, string, bool) { return r.orphan(ctx, o) })
+}
+
+// removeContainers removes this deployment's containers (of task, when
+// not "") for which decide says so, with its cause and reason.
+func (r *Reaper) removeContainers(ctx context.Context, rep *Report, task string, decide func(owner) (cause, reason string, remove bool)) error {
+	args := []filters.KeyValuePair{
+		filters.Arg("label", sandbox.LabelManaged+"=true"),
+		filters.Arg("label", sandbox.LabelDeployment+"="+r.cfg.Deployment),
+	}
+	if task != "" {
+		args = append(args, filters.Arg("label", sandbox.LabelTask+"="+task))
+	}
+	list, err := r.cfg.Docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(args...)})
 	if err != nil {
 		return &sandbox.Error{Kind: sandbox.ErrUnavailable, Op: "reap: list containers", Err: err}
 	}
 	var errs []error
 	for _, c := range list {
-		created := time.Unix(c.Created, 0)
-		if t, err := time.Parse(time.RFC3339, c.Labels[sandbox.LabelCreated]); err == nil {
-			created = t
-		}
-		o := owner{
-			task:    c.Labels[sandbox.LabelTask],
-			host:    c.Labels[sandbox.LabelOwnerHost],
-			pid:     atoi(c.Labels[sandbox.LabelOwnerPID]),
-			created: created,
-		}
-		reason, orphan := r.orphan(o)
-		if !orphan {
+		o := containerOwner(c)
+		cause, reason, remove := decide(o)
+		if !remove {
 			rep.Kept++
 			continue
 		}
@@ -215,33 +274,63 @@ func (r *Reaper) sweepContainers(ctx context.Context, rep *Report) error {
 				continue
 			}
 		}
-		r.cfg.Logger.Info("reaped container", "id", short(c.ID), "task", o.task, "reason", reason, "dry_run", r.cfg.DryRun)
-		rep.Containers = append(rep.Containers, Removed{ID: c.ID, TaskID: o.task, Reason: reason})
+		r.cfg.Logger.Info("reaped container", "id", short(c.ID), "task", o.task, "cause", cause, "reason", reason, "dry_run", r.cfg.DryRun)
+		rep.Containers = append(rep.Containers, r.removed(Removed{Kind: KindContainer, ID: c.ID, TaskID: o.task, Cause: cause, Reason: reason}))
 	}
 	return errors.Join(errs...)
 }
 
-func (r *Reaper) sweepWorkspaces(rep *Report) error {
+// containerOwner reads who made a container from its labels.
+func containerOwner(c container.Summary) owner {
+	created := time.Unix(c.Created, 0)
+	if t, err := time.Parse(time.RFC3339, c.Labels[sandbox.LabelCreated]); err == nil {
+		created = t
+	}
+	start, _ := strconv.ParseUint(c.Labels[sandbox.LabelOwnerStart], 10, 64)
+	return owner{
+		task:    c.Labels[sandbox.LabelTask],
+		host:    c.Labels[sandbox.LabelOwnerHost],
+		pid:     atoi(c.Labels[sandbox.LabelOwnerPID]),
+		start:   start,
+		created: created,
+	}
+}
+
+// removed reports r to Config.Observe and returns it.
+func (r *Reaper) removed(rm Removed) Removed {
+	if r.cfg.Observe != nil {
+		r.cfg.Observe(rm)
+	}
+	return rm
+}
+
+func (r *Reaper) sweepWorkspaces(ctx context.Context, rep *Report) error {
+	return r.removeWorkspaces(rep, func(w workspace.Info) (string, string, bool) {
+		if w.Deployment == "" {
+			// A directory left before it was labelled: nobody can own it
+			// for long.
+			if age := r.cfg.Now().Sub(w.Created); age > r.cfg.Grace {
+				return CauseUnlabelled, "unlabelled for " + age.Round(time.Second).String(), true
+			}
+			return "", "", false
+		}
+		if w.Deployment != r.cfg.Deployment {
+			return "", "", false
+		}
+		return r.orphan(ctx, owner{task: w.TaskID, host: w.OwnerHost, pid: w.OwnerPID, start: w.OwnerStart, created: w.Created})
+	})
+}
+
+// removeWorkspaces removes the listed workspaces for which decide says so.
+func (r *Reaper) removeWorkspaces(rep *Report, decide func(workspace.Info) (cause, reason string, remove bool)) error {
 	list, err := r.cfg.Workspaces.List()
 	if err != nil {
 		return fmt.Errorf("reap: %w", err)
 	}
 	var errs []error
 	for _, w := range list {
-		var (
-			reason string
-			orphan bool
-		)
-		if w.Deployment == "" {
-			// A directory left before it was labelled: nobody can own it
-			// for long.
-			if age := r.cfg.Now().Sub(w.Created); age > r.cfg.Grace {
-				reason, orphan = "unlabelled for "+age.Round(time.Second).String(), true
-			}
-		} else if w.Deployment == r.cfg.Deployment {
-			reason, orphan = r.orphan(owner{task: w.TaskID, host: w.OwnerHost, pid: w.OwnerPID, created: w.Created})
-		}
-		if !orphan {
+		cause, reason, remove := decide(w)
+		if !remove {
 			rep.Kept++
 			continue
 		}
@@ -251,10 +340,38 @@ func (r *Reaper) sweepWorkspaces(rep *Report) error {
 				continue
 			}
 		}
-		r.cfg.Logger.Info("reaped workspace", "dir", w.Dir, "task", w.TaskID, "reason", reason, "dry_run", r.cfg.DryRun)
-		rep.Workspaces = append(rep.Workspaces, Removed{ID: w.Dir, TaskID: w.TaskID, Reason: reason})
+		r.cfg.Logger.Info("reaped workspace", "dir", w.Dir, "task", w.TaskID, "cause", cause, "reason", reason, "dry_run", r.cfg.DryRun)
+		rep.Workspaces = append(rep.Workspaces, r.removed(Removed{Kind: KindWorkspace, ID: w.Dir, TaskID: w.TaskID, Cause: cause, Reason: reason}))
 	}
 	return errors.Join(errs...)
+}
+
+// RemoveTask removes every container and workspace of this deployment
+// labelled with taskID, whoever made them: what earlier attempts of a task
+// left, removed when it is delivered again and before the new attempt makes
+// its own.
+func (r *Reaper) RemoveTask(ctx context.Context, taskID string) (Report, error) {
+	var rep Report
+	var errs []error
+	if taskID == "" {
+		return rep, errors.New("reaper: RemoveTask needs a task id")
+	}
+	decide := func(string) (string, string, bool) {
+		return CauseRedelivered, "task " + taskID + " delivered again", true
+	}
+	if r.cfg.Docker != nil {
+		errs = append(errs, r.removeContainers(ctx, &rep, taskID, func(owner) (string, string, bool) { return decide(taskID) }))
+	}
+	if r.cfg.Workspaces != nil {
+		errs = append(errs, r.removeWorkspaces(&rep, func(w workspace.Info) (string, string, bool) {
+			if w.Deployment != r.cfg.Deployment || w.TaskID != taskID {
+				return "", "", false
+			}
+			return decide(taskID)
+		}))
+	}
+	rep.Kept = 0 // other tasks' resources are not counted here
+	return rep, errors.Join(errs...)
 }
 
 // owner is who made a resource, from its labels.
@@ -262,37 +379,57 @@ type owner struct {
 	task    string
 	host    string
 	pid     int
+	start   uint64 // clock ticks after boot; 0 when not labelled
 	created time.Time
 }
 
-// orphan decides whether a resource is to be removed, and why.
-func (r *Reaper) orphan(o owner) (reason string, orphan bool) {
+// orphan decides whether a resource is to be removed: its cause and the
+// reason in words.
+func (r *Reaper) orphan(ctx context.Context, o owner) (cause, reason string, orphan bool) {
 	if r.cfg.Alive != nil && o.task != "" && r.cfg.Alive(o.task) {
-		return "", false
+		return "", "", false
+	}
+	if r.cfg.Final != nil && o.task != "" {
+		if final, err := r.cfg.Final(ctx, o.task); err == nil && final {
+			return CauseTaskFinal, "task " + o.task + " is final", true
+		}
 	}
 	age := r.cfg.Now().Sub(o.created)
 	if r.cfg.MaxAge > 0 && age > r.cfg.MaxAge {
-		return "older than " + r.cfg.MaxAge.String(), true
+		return CauseMaxAge, "older than " + r.cfg.MaxAge.String(), true
 	}
 	if o.host != r.cfg.Host || o.pid <= 0 {
-		return "", false // another host's, or unknown owner: MaxAge decides
+		return "", "", false // another host's, or unknown owner: MaxAge decides
 	}
-	if o.pid == r.cfg.PID {
+	if o.pid == r.cfg.PID && (o.start == 0 || r.cfg.Start == 0 || o.start == r.cfg.Start) {
 		if r.cfg.Alive != nil && age > r.cfg.Grace {
-			return "task no longer running in this process", true
+			return CauseNotRunning, "task no longer running in this process", true
 		}
-		return "", false
+		return "", "", false
 	}
-	running, started := r.cfg.Proc(o.pid)
+	return r.ownerGone(o)
+}
+
+// ownerGone decides for a resource made on this host by another process
+// (or by an earlier process with this one's pid).
+func (r *Reaper) ownerGone(o owner) (cause, reason string, gone bool) {
+	p := Process{Running: true, Start: r.cfg.Start}
+	if o.pid != r.cfg.PID {
+		p = r.cfg.Proc(o.pid)
+	}
 	switch {
-	case !running:
-		return fmt.Sprintf("owner pid %d is gone", o.pid), true
-	case !started.IsZero() && started.After(o.created.Add(time.Second)):
-		// Labels have one-second resolution; a process that started
-		// clearly later cannot have made the resource.
-		return fmt.Sprintf("owner pid %d was reused", o.pid), true
+	case !p.Running:
+		return CauseOwnerGone, fmt.Sprintf("owner pid %d is gone", o.pid), true
+	case p.Zombie:
+		return CauseOwnerZombie, fmt.Sprintf("owner pid %d is a zombie", o.pid), true
+	case o.start != 0 && p.Start != 0 && p.Start != o.start:
+		return CausePIDReused, fmt.Sprintf("owner pid %d now belongs to another process (started at tick %d, not %d)", o.pid, p.Start, o.start), true
+	case o.start == 0 && !p.Started.IsZero() && p.Started.After(o.created.Add(time.Second)):
+		// Without a start label: labels have one-second resolution; a
+		// process that started clearly later cannot have made it.
+		return CausePIDReused, fmt.Sprintf("owner pid %d was reused", o.pid), true
 	}
-	return "", false
+	return "", "", false
 }
 
 func atoi(s string) int {

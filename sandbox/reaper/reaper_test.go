@@ -16,10 +16,16 @@ import (
 )
 
 const (
-	self     = 100
-	deadPID  = 200
-	livePID  = 300
-	reusePID = 400
+	self      = 100
+	deadPID   = 200
+	livePID   = 300
+	reusePID  = 400
+	zombiePID = 500
+	// selfStart and liveStart are the start ticks of this process and of
+	// livePID; reusePID started at reuseStart.
+	selfStart  = 1000
+	liveStart  = 2000
+	reuseStart = 9000
 )
 
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -65,16 +71,18 @@ func (f *fakeWorkspaces) Remove(w workspace.Info) error {
 	return nil
 }
 
-func fakeProc(pid int) (bool, time.Time) {
+func fakeProc(pid int) Process {
 	switch pid {
 	case livePID:
-		return true, now.Add(-48 * time.Hour)
+		return Process{Running: true, Start: liveStart, Started: now.Add(-48 * time.Hour)}
 	case reusePID:
-		return true, now.Add(-time.Minute) // started after the resources below
+		return Process{Running: true, Start: reuseStart, Started: now.Add(-time.Minute)} // started after the resources below
+	case zombiePID:
+		return Process{Running: true, Zombie: true, Start: liveStart, Started: now.Add(-48 * time.Hour)}
 	case self:
-		return true, now.Add(-48 * time.Hour)
+		return Process{Running: true, Start: selfStart, Started: now.Add(-48 * time.Hour)}
 	}
-	return false, time.Time{}
+	return Process{}
 }
 
 func labels(task, host string, pid int, age time.Duration) map[string]string {
@@ -94,11 +102,22 @@ func TestOrphanRules(t *testing.T) {
 		task    string
 		host    string
 		pid     int
+		start   uint64 // the owner-start label (0: none)
 		age     time.Duration
 		alive   func(string) bool
+		final   []string
 		removed bool
+		cause   string
 	}{
-		{name: "dead owner on this host", host: "here", pid: deadPID, age: time.Hour, removed: true},
+		{name: "zombie owner", host: "here", pid: zombiePID, start: liveStart, age: time.Hour, removed: true, cause: CauseOwnerZombie},
+		{name: "owner pid reused, told by its start", host: "here", pid: livePID, start: liveStart - 1, age: time.Hour, removed: true, cause: CausePIDReused},
+		{name: "live owner, same start", host: "here", pid: livePID, start: liveStart, age: time.Hour},
+		{name: "this pid, an earlier process's", task: "t-old", host: "here", pid: self, start: selfStart - 7, age: time.Second, alive: aliveSet(), removed: true, cause: CausePIDReused},
+		{name: "this process's, its start", task: "t-new", host: "here", pid: self, start: selfStart, age: time.Second, alive: aliveSet()},
+		{name: "final task, owner alive", task: "t-final", host: "here", pid: livePID, start: liveStart, age: time.Second, final: []string{"t-final"}, removed: true, cause: CauseTaskFinal},
+		{name: "final task on another host", task: "t-final", host: "there", pid: livePID, age: time.Second, final: []string{"t-final"}, removed: true, cause: CauseTaskFinal},
+		{name: "task not final, owner alive", task: "t-running", host: "here", pid: livePID, start: liveStart, age: time.Second, final: []string{"t-final"}},
+		{name: "dead owner on this host", host: "here", pid: deadPID, age: time.Hour, removed: true, cause: CauseOwnerGone},
 		{name: "dead owner, fresh container", host: "here", pid: deadPID, age: 0, removed: true},
 		{name: "live owner on this host", host: "here", pid: livePID, age: time.Hour},
 		{name: "owner pid reused by a later process", host: "here", pid: reusePID, age: time.Hour, removed: true},
@@ -118,11 +137,20 @@ func TestOrphanRules(t *testing.T) {
 			if task == "" {
 				task = "t-1"
 			}
-			d := &fakeDocker{list: []container.Summary{{ID: "c1", Labels: labels(task, tt.host, tt.pid, tt.age)}}}
+			l := labels(task, tt.host, tt.pid, tt.age)
+			if tt.start != 0 {
+				l[sandbox.LabelOwnerStart] = strconv.FormatUint(tt.start, 10)
+			}
+			d := &fakeDocker{list: []container.Summary{{ID: "c1", Labels: l}}}
 			ws := &fakeWorkspaces{list: []workspace.Info{{
-				Dir: "/ws/1", TaskID: task, Deployment: "prod", Created: now.Add(-tt.age), OwnerPID: tt.pid, OwnerHost: tt.host,
+				Dir: "/ws/1", TaskID: task, Deployment: "prod", Created: now.Add(-tt.age), OwnerPID: tt.pid, OwnerHost: tt.host, OwnerStart: tt.start,
 			}}}
-			r := newTestReaper(t, Config{Docker: d, Workspaces: ws, Alive: tt.alive})
+			var observed []Removed
+			cfg := Config{Docker: d, Workspaces: ws, Alive: tt.alive, Observe: func(r Removed) { observed = append(observed, r) }}
+			if tt.final != nil {
+				cfg.Final = func(_ context.Context, id string) (bool, error) { return slices.Contains(tt.final, id), nil }
+			}
+			r := newTestReaper(t, cfg)
 			rep, err := r.Sweep(context.Background())
 			if err != nil {
 				t.Fatalf("Sweep: %v", err)
@@ -138,6 +166,12 @@ func TestOrphanRules(t *testing.T) {
 				wantKept = 0
 				if len(rep.Containers) != 1 || rep.Containers[0].Reason == "" || rep.Containers[0].TaskID != task {
 					t.Errorf("report containers = %+v", rep.Containers)
+				}
+				if tt.cause != "" && (rep.Containers[0].Cause != tt.cause || rep.Workspaces[0].Cause != tt.cause) {
+					t.Errorf("causes %q and %q, want %q", rep.Containers[0].Cause, rep.Workspaces[0].Cause, tt.cause)
+				}
+				if len(observed) != 2 || observed[0].Kind != KindContainer || observed[1].Kind != KindWorkspace {
+					t.Errorf("observed %+v, want the container and the workspace", observed)
 				}
 			}
 			if rep.Kept != wantKept {
@@ -256,6 +290,7 @@ func newTestReaper(t *testing.T, cfg Config) *Reaper {
 	cfg.Deployment = "prod"
 	cfg.Host = "here"
 	cfg.PID = self
+	cfg.Start = selfStart
 	cfg.Now = func() time.Time { return now }
 	cfg.Proc = fakeProc
 	r, err := New(cfg)
@@ -263,4 +298,28 @@ func newTestReaper(t *testing.T, cfg Config) *Reaper {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// RemoveTask removes every resource of the task, whoever owns it (a live
+// process included), and nothing of other tasks.
+func TestRemoveTask(t *testing.T) {
+	d := &fakeDocker{list: []container.Summary{{ID: "c1", Labels: labels("t-again", "here", livePID, time.Minute)}}}
+	ws := &fakeWorkspaces{list: []workspace.Info{
+		{Dir: "/ws/1", TaskID: "t-again", Deployment: "prod", OwnerHost: "here", OwnerPID: livePID, Created: now},
+		{Dir: "/ws/2", TaskID: "t-other", Deployment: "prod", OwnerHost: "here", OwnerPID: deadPID, Created: now},
+		{Dir: "/ws/3", TaskID: "t-again", Deployment: "staging", OwnerHost: "here", OwnerPID: deadPID, Created: now},
+	}}
+	rep, err := newTestReaper(t, Config{Docker: d, Workspaces: ws}).RemoveTask(context.Background(), "t-again")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.removed, []string{"c1"}) || !slices.Equal(ws.removed, []string{"/ws/1"}) {
+		t.Errorf("removed %v %v, want c1 and /ws/1", d.removed, ws.removed)
+	}
+	if !slices.Contains(d.filters, sandbox.LabelTask+"=t-again") {
+		t.Errorf("container filters %v do not name the task", d.filters)
+	}
+	if len(rep.Containers) != 1 || rep.Containers[0].Cause != CauseRedelivered {
+		t.Errorf("report = %+v", rep)
+	}
 }

@@ -148,6 +148,15 @@
 // a file (LoadPromptSet). A continued History that holds a summary message
 // restarts from the latest one.
 //
+// # Save points
+//
+// Run.OnSave is given a SavePoint (the conversation, turn count, usage and
+// the files the model has read) at the end of every turn that made a
+// verified checkpoint and of every SaveEvery-th turn; the caller keeps it
+// with the workspace's tree. Run.Resume continues one on a restored tree,
+// from its turn, and Run.Spent carries earlier attempts' model use into the
+// run's usage and limits (agent/resume.go).
+//
 // # Text protocol
 //
 // For models without tool calling (Run.Protocol task.ProtocolText): each

@@ -42,6 +42,7 @@ func (s *runState) loop(ctx context.Context) *ending {
 	if e := s.prepareVerification(ctx); e != nil {
 		return e
 	}
+	s.saved.checkpoint = s.ver.goodID
 	for {
 		stepCtx, cancel := s.stepContext(ctx)
 		e := s.step(ctx, stepCtx)
@@ -72,10 +73,16 @@ func (s *runState) step(parent, ctx context.Context) *ending {
 	if err != nil {
 		return s.stopFor(parent, err)
 	}
+	var e *ending
 	if s.textMode {
-		return s.textTurn(parent, ctx, resp)
+		e = s.textTurn(parent, ctx, resp)
+	} else {
+		e = s.toolTurn(parent, ctx, resp)
 	}
-	return s.toolTurn(parent, ctx, resp)
+	if e == nil {
+		s.maybeSave()
+	}
+	return e
 }
 
 // stepContext bounds a step by the wall-clock limit.

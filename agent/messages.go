@@ -63,7 +63,7 @@ func (s *runState) initMessages(ctx context.Context) error {
 		return err
 	}
 	s.traj.write(Record{Kind: RecordRunStart, TaskID: s.r.Task.ID, BaseCommit: s.r.BaseCommit, Model: s.r.ModelName, Protocol: string(s.protocol()), Mode: s.modeName()})
-	if len(s.r.History) > 0 {
+	if len(s.history0()) > 0 {
 		s.adoptHistory(Message{Role: RoleSystem, Content: system})
 		return nil
 	}
@@ -103,7 +103,7 @@ func (s *runState) systemPrompt(data map[string]any) (string, error) {
 // prompt and the task, then the summary and what follows it (see
 // agent/compact.go).
 func (s *runState) adoptHistory(system Message) {
-	h := s.r.History
+	h := s.history0()
 	s.msgs = make([]Message, 0, len(h)+32)
 	if h[0].Role != RoleSystem {
 		s.msgs = append(s.msgs, system)
@@ -119,6 +119,15 @@ func (s *runState) adoptHistory(system Message) {
 	for i := range s.msgs {
 		s.traj.message(0, &s.msgs[i])
 	}
+}
+
+// history0 is the conversation the run continues: a save point's, or
+// Run.History.
+func (s *runState) history0() []Message {
+	if s.r.Resume != nil && len(s.r.Resume.Messages) > 0 {
+		return s.r.Resume.Messages
+	}
+	return s.r.History
 }
 
 func (s *runState) protocol() task.Protocol {

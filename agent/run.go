@@ -98,7 +98,23 @@ type Run struct {
 	// History continues an earlier conversation; empty starts afresh. When it
 	// is set no new instance message is added.
 	History []Message
-	Limits  Limits
+	// Resume continues the run an earlier attempt saved (see SavePoint and
+	// OnSave), whose tree the caller has restored: its conversation (it
+	// takes History's place), turn count and read files. Nil starts afresh.
+	Resume *SavePoint
+	// Spent is the model use of earlier attempts of the task (tokens, cost,
+	// calls; its Turns are ignored): the run's usage starts from it, so
+	// its limits count it and Outcome.Usage includes it.
+	Spent task.Usage
+	// OnSave, when set, is given a SavePoint at the end of every turn that
+	// made a verified checkpoint and of every SaveEvery-th turn, for a
+	// later attempt to continue from; the workspace holds the matching
+	// tree while it runs. Called from the run's goroutine.
+	OnSave func(SavePoint)
+	// SaveEvery is how many turns pass between save points without a
+	// verified checkpoint (default DefaultSaveEvery).
+	SaveEvery int
+	Limits    Limits
 	// Mode is task.ModeNormal (every tool) or task.ModePlan (read-only).
 	Mode task.Mode
 	// AllowedTools restricts the tool set; empty means all (for the mode).

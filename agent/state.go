@@ -48,6 +48,8 @@ type runState struct {
 	loops   loopDetector
 	ver     verifyState
 
+	saved saveState // the last save point (Run.OnSave)
+
 	compactions     int // summaries made
 	compactTries    int // summaries attempted
 	lastCompactTurn int
@@ -93,7 +95,10 @@ func (a *Agent) newState(ctx context.Context, r *Run) (*runState, error) {
 		rec:      newRecovery(a.cfg.Recovery.AttemptBudget),
 		loops:    newLoopDetector(a.cfg.Recovery.LoopWindow, a.cfg.Recovery.LoopRepeats),
 		lim:      limitsOf(r.Limits),
+		usage:    r.Spent,
 	}
+	s.usage.Turns = 0
+	s.resume()
 	s.tools = newToolbox(s.toolKit())
 	if r.PlanFirst {
 		s.planning = true

@@ -139,7 +139,7 @@ func (f *flight) requeue(ctx context.Context, reason string, delay time.Duration
 func (f *flight) markQueued(ctx context.Context, reason string) bool {
 	if lease := f.leaseOf(); lease != nil {
 		opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-		err := lease.Requeue(opCtx, reason)
+		err := lease.Requeue(opCtx, reason, f.used)
 		cancel()
 		if err != nil {
 			f.d.log.Warn("record hand-back", "task_id", f.t.ID, "err", err)

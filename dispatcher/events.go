@@ -82,6 +82,9 @@ func (p *eventPump) track(ev task.Event) {
 	case task.EventUsage:
 		if u := ev.Usage; u != nil {
 			p.progress.Tokens += u.InputTokens + u.OutputTokens
+			p.progress.InputTokens += u.InputTokens
+			p.progress.OutputTokens += u.OutputTokens
+			p.progress.ModelCalls += u.ModelCalls
 			p.progress.CostUSD += u.CostUSD
 		}
 	default:
@@ -130,5 +133,8 @@ func (p *eventPump) loop() {
 			}
 		}
 		d.emit(p.pubCtx, ev)
+		if ev.Kind == task.EventUsage {
+			p.f.flushProgress()
+		}
 	}
 }

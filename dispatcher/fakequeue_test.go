@@ -183,7 +183,10 @@ func (l *fakeLease) Finish(_ context.Context, res task.Result) (task.Status, err
 	return st, nil
 }
 
-func (l *fakeLease) Requeue(_ context.Context, reason string) error {
+func (l *fakeLease) Previous() task.Status { return task.Status{} }
+func (l *fakeLease) Status() task.Status   { return task.Status{} }
+
+func (l *fakeLease) Requeue(_ context.Context, reason string, _ *task.Usage) error {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
 	st := l.q.states[l.id]

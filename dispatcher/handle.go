@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,15 +22,19 @@ const (
 
 // flight is one delivery being handled.
 type flight struct {
-	d         *Dispatcher
-	dl        *Delivery
-	t         task.Task
-	attempt   int
-	free      int // earlier deliveries that did not count (Delivery.Free)
+	d       *Dispatcher
+	dl      *Delivery
+	t       task.Task
+	attempt int
+	free    int // earlier deliveries that did not count (Delivery.Free)
+	// used is the model use of the task's attempts so far, this one's
+	// included, once its run returned (nil before).
+	used      *task.Usage
 	queueWait time.Duration
 	cancel    context.CancelCauseFunc
 	lease     atomic.Pointer[Lease]
 	events    atomic.Pointer[eventPump]
+	flushMu   sync.Mutex // orders progress writes
 }
 
 // charged is the task's deliveries so far that count toward its limit,
@@ -120,7 +125,7 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 		// A reissued message is delivered past the task's limit only when
 		// the worker of its last counted delivery stopped responding (the
 		// server's own limit is per message).
-		res := task.Result{Status: task.StateFailed, Fault: task.FaultInfra,
+		res := task.Result{Status: task.StateFailed, Fault: task.FaultInfra, Usage: redeliveryOf(lease).Spent,
 			Reason: fmt.Sprintf("deliveries exhausted (%d): the worker stopped responding on the last attempt", d.cfg.MaxDeliver)}
 		d.log.Warn("task dead-lettered: deliveries exhausted", "task_id", t.ID, "attempt", attempt)
 		f.conclude(ctx, verdict{action: bury, result: res}, nil, 0)
@@ -135,7 +140,7 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 	}
 	opCancel()
 
-	runCtx := d.obs.TaskStarted(ctx, t, attempt, f.queueWait)
+	runCtx := d.obs.TaskStarted(task.WithRedelivery(ctx, redeliveryOf(lease)), t, attempt, f.queueWait)
 	pump := d.newEventPump(runCtx, f)
 	f.events.Store(pump)
 	start := time.Now()
@@ -147,6 +152,9 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 	elapsed := time.Since(start)
 	cause := context.Cause(ctx) // before anything else can cancel ctx
 	pump.close()
+	if rep.Result.Status != "" {
+		f.used = &rep.Result.Usage
+	}
 	var local error
 	if cause == nil && rep.Result.Fault == task.FaultInfra {
 		// Whose fault: this worker's (its engine, image or disk fails the
@@ -154,6 +162,24 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 		local = d.localFault(ctx)
 	}
 	f.conclude(runCtx, decide(rep, cause, f.charged(), d.cfg, local), rep.Artifacts, elapsed)
+}
+
+// redeliveryOf is what the runner of this attempt is told about the earlier
+// ones: why the last ended, from the record the claim found, and what they
+// spent.
+func redeliveryOf(l Lease) task.Redelivery {
+	prev, cur := l.Previous(), l.Status()
+	var r task.Redelivery
+	if cur.Spent != nil {
+		r.Spent = *cur.Spent
+	}
+	switch {
+	case prev.State == task.StateRunning || prev.State == task.StateVerifying:
+		r.Cause = fmt.Sprintf("worker %s stopped responding on attempt %d", prev.Worker, prev.Attempt)
+	case prev.State == task.StateQueued && prev.Reason != "":
+		r.Cause = prev.Reason
+	}
+	return r
 }
 
 // decodeTask parses a task message. The message subject names the task; a

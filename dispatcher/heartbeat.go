@@ -75,12 +75,16 @@ func (f *flight) startHeartbeat() *heartbeat {
 	return h
 }
 
-// flushProgress writes the run's latest progress when it changed.
+// flushProgress writes the run's latest progress when it changed: every
+// progressInterval, and after each model call (what an attempt spent must
+// be on record should its worker die: a later attempt counts it).
 func (f *flight) flushProgress() {
 	pump, lease := f.events.Load(), f.leaseOf()
 	if pump == nil || lease == nil {
 		return
 	}
+	f.flushMu.Lock() // snapshots are written in the order they are taken
+	defer f.flushMu.Unlock()
 	p, ok := pump.takeProgress()
 	if !ok {
 		return

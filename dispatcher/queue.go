@@ -97,7 +97,13 @@ type Lease interface {
 	Update(ctx context.Context, fn func(*task.Status)) error
 	Touch(ctx context.Context) error
 	Finish(ctx context.Context, res task.Result) (task.Status, error)
-	Requeue(ctx context.Context, reason string) error
+	// Requeue hands the task back with reason; spent, when not nil, is
+	// the model use of its attempts so far (Status.Spent).
+	Requeue(ctx context.Context, reason string, spent *task.Usage) error
+	// Previous is the task's record as the claim found it; Status as
+	// this lease last wrote it.
+	Previous() task.Status
+	Status() task.Status
 }
 
 // EventPublisher publishes task events.

@@ -104,13 +104,14 @@ func (c *Conn) buryExhausted(ctx context.Context, adv deliveryExceeded, live tim
 	charged := earlier - free + int(adv.Deliveries)
 	reason := fmt.Sprintf("deliveries exhausted (%d): the worker stopped responding on the last attempt", charged)
 	e, err := c.get(ctx, id)
-	if err == nil && heldElsewhere(&e.st, Claim{Message: adv.StreamSeq, Live: live}, time.Now()) {
+	found := err == nil
+	if found && heldElsewhere(&e.st, Claim{Message: adv.StreamSeq, Live: live}, time.Now()) {
 		if err := c.tasks.DeleteMsg(ctx, adv.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return Buried{}, fmt.Errorf("delete exhausted duplicate message %d: %w", adv.StreamSeq, err)
 		}
 		return Buried{}, nil
 	}
-	if err == nil && e.st.State == task.StateQueued && e.st.Reason != "" {
+	if found && e.st.State == task.StateQueued && e.st.Reason != "" {
 		reason = fmt.Sprintf("deliveries exhausted (%d): %s", charged, e.st.Reason)
 	}
 	if err := c.deadLetter(ctx, id, m.Data, m.Header, adv.StreamSeq, int(adv.Deliveries), reason); err != nil {
@@ -121,6 +122,9 @@ func (c *Conn) buryExhausted(ctx context.Context, adv deliveryExceeded, live tim
 		t = &dt
 	}
 	res := task.Result{Status: task.StateFailed, Reason: reason, Fault: task.FaultInfra, Attempt: earlier + int(adv.Deliveries), HandedBack: free}
+	if found {
+		res.Usage = spentOf(e.st)
+	}
 	st, settled, err := c.states.Settle(ctx, id, t, res)
 	if err != nil {
 		return Buried{}, err

@@ -175,7 +175,17 @@ type Lease struct {
 	mu       sync.Mutex
 	rev      uint64
 	st       task.Status
-	released bool // handed back with Requeue
+	prev     task.Status // the record as the claim found it
+	released bool        // handed back with Requeue
+}
+
+// Previous returns the task's record as it was before this lease claimed
+// it: how the earlier attempt ended (queued with a reason, or still
+// running when its holder stopped responding).
+func (l *Lease) Previous() task.Status {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.prev
 }
 
 // Claim says which delivery asks to run a task.
@@ -206,10 +216,17 @@ func (r *States) Acquire(ctx context.Context, t task.Task, cl Claim) (*Lease, ta
 	stored := t.Redacted() // the record never keeps the URL's credentials
 	init := &task.Status{TaskID: t.ID, State: task.StateQueued, Task: &stored, CreatedAt: createdAt(t, now)}
 	var final, dup bool
+	var prev task.Status
 	st, rev, _, err := c.transition(ctx, t.ID, init, func(s *task.Status) bool {
 		final, dup = s.State.Final(), heldElsewhere(s, cl, now)
 		if final || dup {
 			return false
+		}
+		prev = *s
+		if (s.State == task.StateRunning || s.State == task.StateVerifying) && s.Progress != nil {
+			// A takeover: the holder stopped without handing the task
+			// back; what it spent (its last live figures) counts.
+			s.Spent = addSpent(s.Spent, progressUsage(*s.Progress))
 		}
 		s.State = task.StateRunning
 		s.Attempt = cl.Attempt
@@ -232,7 +249,41 @@ func (r *States) Acquire(ctx context.Context, t task.Task, cl Claim) (*Lease, ta
 	if dup {
 		return nil, st, fmt.Errorf("%s: %w (message %d, held by %s from message %d)", t.ID, ErrDuplicate, cl.Message, st.Worker, st.Message)
 	}
-	return &Lease{c: c, id: t.ID, worker: cl.Worker, attempt: cl.Attempt, rev: rev, st: st}, st, nil
+	return &Lease{c: c, id: t.ID, worker: cl.Worker, attempt: cl.Attempt, rev: rev, st: st, prev: prev}, st, nil
+}
+
+// progressUsage is the model use a live Progress reports.
+func progressUsage(p task.Progress) task.Usage {
+	u := task.Usage{InputTokens: p.InputTokens, OutputTokens: p.OutputTokens, CostUSD: p.CostUSD, ModelCalls: p.ModelCalls}
+	if u.InputTokens+u.OutputTokens == 0 {
+		u.InputTokens = p.Tokens // written before the split was recorded
+	}
+	return u
+}
+
+// spentOf is the model use a record accounts for: its earlier attempts
+// and, while it is running, the running attempt's live figures.
+func spentOf(s task.Status) task.Usage {
+	spent := s.Spent
+	if (s.State == task.StateRunning || s.State == task.StateVerifying) && s.Progress != nil {
+		spent = addSpent(spent, progressUsage(*s.Progress))
+	}
+	if spent == nil {
+		return task.Usage{}
+	}
+	return *spent
+}
+
+// addSpent returns spent plus u, turns aside (a conversation's turns are
+// not summed over attempts).
+func addSpent(spent *task.Usage, u task.Usage) *task.Usage {
+	var out task.Usage
+	if spent != nil {
+		out = *spent
+	}
+	u.Turns = 0
+	out = out.Add(u)
+	return &out
 }
 
 // heldElsewhere reports whether s is running from another message than
@@ -345,12 +396,18 @@ func (l *Lease) Finish(ctx context.Context, res task.Result) (task.Status, error
 }
 
 // Requeue hands the task back: state queued with reason, ready for the next
-// delivery.
-func (l *Lease) Requeue(ctx context.Context, reason string) error {
+// delivery. spent, when not nil, is the model use of the task's attempts so
+// far, this one's included (Status.Spent).
+func (l *Lease) Requeue(ctx context.Context, reason string, spent *task.Usage) error {
 	_, err := l.write(ctx, false, func(s *task.Status) {
 		s.State = task.StateQueued
 		s.Reason = reason
 		s.Progress = nil
+		if spent != nil {
+			u := *spent
+			u.Turns = 0
+			s.Spent = &u
+		}
 	})
 	if err == nil {
 		l.mu.Lock()

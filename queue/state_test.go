@@ -138,7 +138,7 @@ func TestLeaseUpdateAndRequeue(t *testing.T) {
 	if st.State != task.StateVerifying || st.Progress == nil || st.Progress.Turn != 3 || st.Worker != "w1" {
 		t.Fatalf("status = %+v", st)
 	}
-	if err := l.Requeue(ctx, "retry: docker down"); err != nil {
+	if err := l.Requeue(ctx, "retry: docker down", nil); err != nil {
 		t.Fatal(err)
 	}
 	st, _ = c.States().Status(ctx, tk.ID)

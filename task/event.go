@@ -20,6 +20,7 @@ const (
 	EventRollback   EventKind = "rollback"    // verification regressed and the tree was rolled back
 	EventSetup      EventKind = "setup"       // setup output, or the snapshot hit/miss
 	EventEgress     EventKind = "egress"      // a connection through the egress proxy (allowed or denied)
+	EventResume     EventKind = "resume"      // a later attempt continued an earlier one's work ("resumed at turn N after <cause>")
 	EventLog        EventKind = "log"         // a note for humans
 	EventResult     EventKind = "result"      // the final result
 )

@@ -83,6 +83,9 @@ type Result struct {
 	Artifacts []string `json:"artifacts,omitempty"`
 	// Attempt is the delivery attempt that produced this result (1-based).
 	Attempt int `json:"attempt,omitempty"`
+	// Resumed says where this attempt took over an earlier one's work:
+	// "resumed at turn N after <cause>" (empty when it started afresh).
+	Resumed string `json:"resumed,omitempty"`
 	// HandedBack counts the earlier attempts handed back through no fault
 	// of the task: the worker's own sandbox engine, image or disk was
 	// unusable (a fault of the infrastructure, blamed on that worker), or
@@ -215,14 +218,25 @@ type Status struct {
 	// attempt was delivered from: a delivery of another message while this
 	// one's holder is alive is a duplicate of the task, not a takeover.
 	Message uint64 `json:"message,omitempty"`
+	// Spent is the model use (tokens, cost, calls) of the task's earlier
+	// attempts that ended without a result: a later attempt adds its own
+	// to it, and the task's limits count it.
+	Spent *Usage `json:"spent,omitempty"`
 }
 
-// Progress is a live snapshot of a running task.
+// Progress is a live snapshot of a running task. The figures are the
+// running attempt's own (Turn is the conversation's, which a resumed
+// attempt continues).
 type Progress struct {
 	Turn     int     `json:"turn"`
 	LastTool string  `json:"last_tool,omitempty"`
 	Tokens   int64   `json:"tokens"`
 	CostUSD  float64 `json:"cost_usd"`
+	// InputTokens and OutputTokens split Tokens; ModelCalls counts the
+	// calls they came from.
+	InputTokens  int64 `json:"input_tokens,omitempty"`
+	OutputTokens int64 `json:"output_tokens,omitempty"`
+	ModelCalls   int   `json:"model_calls,omitempty"`
 }
 
 // Report is what running a task produces: the Result plus the artifacts the

@@ -160,7 +160,7 @@ func (s *TaskSpans) Event(ev task.Event) {
 	case task.EventToolResult:
 		s.toolResult(ev)
 		s.chatFrom = ev.Time
-	case task.EventCheckpoint, task.EventRollback, task.EventLimit:
+	case task.EventCheckpoint, task.EventRollback, task.EventLimit, task.EventResume:
 		trace.SpanFromContext(s.current()).AddEvent(string(ev.Kind),
 			withEventTime(ev.Time, trace.WithAttributes(attribute.String("text", ev.Text)))...)
 	case task.EventState:

@@ -24,7 +24,7 @@ var errTaskTimeout = errors.New("task timed out")
 // Result with a status and a reason, and the sandbox is gone when it
 // returns. Cancelling ctx cancels the task.
 func (w *Worker) Run(ctx context.Context, t task.Task, attempt int, onEvent func(task.Event)) task.Report {
-	r := &taskRun{w: w, t: t, attempt: attempt, onEvent: onEvent, start: time.Now()}
+	r := &taskRun{w: w, t: t, attempt: attempt, onEvent: onEvent, start: time.Now(), earlier: task.RedeliveryOf(ctx)}
 	r.log = w.log.With("task_id", t.ID, "attempt", attempt)
 	return r.run(ctx)
 }
@@ -45,6 +45,8 @@ type taskRun struct {
 
 	timings    task.Timings
 	trajectory bytes.Buffer
+	// earlier is what the dispatcher told of the task's earlier attempts.
+	earlier task.Redelivery
 	// history is the file history artifact (see fileHistoryArtifact).
 	history []byte
 }
@@ -131,10 +133,22 @@ func (r *taskRun) run(parent context.Context) task.Report {
 		})
 	}
 
+	baseCP, spent := prep.Base.Checkpoint, r.earlier.Spent
+	var resumeFrom *agent.SavePoint
+	if rs := r.restore(ctx, env, ws, eff.Resume, res.BaseCommit, baseCP); rs != nil {
+		resumeFrom, baseCP, spent = rs.point, rs.checkpoint, atLeast(spent, rs.point.Usage)
+		res.Resumed = resumedLine(rs.point.Turn, r.earlier.Cause)
+		r.emit(task.Event{Kind: task.EventResume, Turn: rs.point.Turn, Text: res.Resumed})
+	}
+	var onSave func(agent.SavePoint)
+	if eff.Resume {
+		onSave = r.saver(ctx, ws, res.BaseCommit)
+	}
+
 	model, modelName, closeModel, err := r.w.cfg.Models(ctx, r.modelSpec())
 	if err != nil {
 		f := r.failure(ctx, fmt.Errorf("open model: %w", err))
-		f.BaseCommit, f.TestsBefore, f.Setup = res.BaseCommit, res.TestsBefore, res.Setup
+		f.BaseCommit, f.TestsBefore, f.Setup, f.Resumed = res.BaseCommit, res.TestsBefore, res.Setup, res.Resumed
 		return r.finish(ws, f, false)
 	}
 	defer func() {
@@ -151,7 +165,11 @@ func (r *taskRun) run(parent context.Context) task.Report {
 			Model:          model,
 			Env:            env,
 			Workspace:      ws,
-			BaseCheckpoint: prep.Base.Checkpoint,
+			BaseCheckpoint: baseCP,
+			Resume:         resumeFrom,
+			Spent:          spent,
+			OnSave:         onSave,
+			SaveEvery:      r.w.cfg.SaveEvery,
 			Baseline:       res.TestsBefore,
 			BaseCommit:     res.BaseCommit,
 			Limits:         agentLimits(eff.Limits),
@@ -328,6 +346,11 @@ func (r *taskRun) prepareFailure(ctx context.Context, err error) task.Result {
 // work so far, whatever the status) and packs the artifacts.
 func (r *taskRun) finish(ws sandbox.Checkpointer, res task.Result, retry bool) task.Report {
 	res.TaskID = r.t.ID
+	// The earlier attempts' model use counts, whether or not this one got
+	// as far as the agent.
+	turns := res.Usage.Turns
+	res.Usage = atLeast(res.Usage, r.earlier.Spent)
+	res.Usage.Turns = turns
 	res.Attempt = r.attempt
 	res.Worker = r.w.cfg.ID
 	if ws != nil {

@@ -82,6 +82,13 @@ type Config struct {
 	OnLimit func(agent.StopReason) bool
 	// Secrets are redacted from trajectories and events.
 	Secrets []string
+	// Resumes, when set, keeps each running task's latest save point (at
+	// every verified checkpoint and every SaveEvery turns), so that a
+	// later attempt continues from it when the policy allows (resume).
+	Resumes Resumes
+	// SaveEvery is how many turns pass between save points without a
+	// verified checkpoint (agent.DefaultSaveEvery).
+	SaveEvery int
 	// Reclaim, when set, removes what earlier attempts of a task left
 	// (its containers and workspaces, wherever this worker's engine and
 	// data dir see them) and says how many it removed; Run calls it first

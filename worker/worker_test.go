@@ -342,3 +342,22 @@ func TestRedeliveryReclaimsEarlierAttempts(t *testing.T) {
 		t.Error("no event says what was removed")
 	}
 }
+
+// A save point is used only by a run from the same base commit, in the
+// format this worker writes.
+func TestDecodeResume(t *testing.T) {
+	good := `{"version":1,"base_commit":"abc","patch":"p","turn":5,"messages":[{"role":"system","content":"s"}]}`
+	st, err := decodeResume([]byte(good), "abc")
+	if err != nil || st.Turn != 5 || st.Patch != "p" || len(st.Messages) != 1 {
+		t.Fatalf("decode = %+v, %v", st, err)
+	}
+	for _, c := range []struct{ data, base, want string }{
+		{good, "def", "now starts from def"},
+		{`{"version":2,"base_commit":"abc"}`, "abc", "format 2"},
+		{`{`, "abc", "save point"},
+	} {
+		if _, err := decodeResume([]byte(c.data), c.base); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("decode %s from %s: %v, want %q", c.data, c.base, err, c.want)
+		}
+	}
+}

@@ -59,7 +59,7 @@ func benchQueue(ctx context.Context, env *cliEnv, f benchRunFlags) (apiQueue, fu
 	common.dataDir = dataDir
 	sf := serveFlags{httpAddr: "127.0.0.1:0", maxBody: benchMaxBody,
 		service: serviceFlags{common: common, slots: max(1, f.concurrency), verify: "finish",
-			grace: 30 * time.Second, ackWait: dispatcher.DefaultAckWait}}
+			grace: 30 * time.Second, ackWait: dispatcher.DefaultAckWait, link: &queueLink{}}}
 	w, cleanup, err := newWorker(ctx, env, sf.service.workerOptions(nil, true))
 	if err != nil {
 		return apiQueue{}, nil, err

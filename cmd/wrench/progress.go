@@ -78,7 +78,7 @@ func progressLine(ev task.Event) string {
 			return "· " + ev.Phase + ": " + clip(ev.Text, 120)
 		}
 		return string(ev.Kind) + ": " + clip(ev.Text, 120)
-	case task.EventCheckpoint, task.EventRollback, task.EventLimit:
+	case task.EventCheckpoint, task.EventRollback, task.EventLimit, task.EventResume:
 		return string(ev.Kind) + ": " + clip(ev.Text, 120)
 	}
 	return ""

@@ -48,12 +48,12 @@ type serviceFlags struct {
 	// gh is the GitHub connection opened from the github flags (nil
 	// when GitHub is not configured).
 	gh *githubConn
-	// reap is what the worker's reaper learns once the queue is open.
-	reap *reapHooks
+	// link is what the worker learns once the queue is open.
+	link *queueLink
 }
 
 func (s *serviceFlags) register(fs *flag.FlagSet, env *cliEnv) {
-	s.reap = &reapHooks{}
+	s.link = &queueLink{}
 	s.common.register(fs, env)
 	fs.IntVar(&s.slots, "slots", 2, "tasks this process runs at once")
 	fs.IntVar(&s.perRepo, "per-repo", 0, "tasks of one repository run at once by this process (0: no cap)")
@@ -100,7 +100,7 @@ func (s *serviceFlags) workerOptions(gh *githubConn, loopback bool) workerOption
 		network: s.network, warm: s.warm, deployment: s.common.deployment, credentials: gh.credentials(),
 		checkMounts: true, loopback: loopback}
 	o.minFreeDisk, _ = parseSize(s.minFree) // checked by check
-	o.reap = s.reap
+	o.link = s.link
 	if gh != nil {
 		o.caBundle = gh.ca
 	}
@@ -349,7 +349,7 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 	}
 	defer conn.Close()
 	reportDurability(ctx, env, "wrench serve", log, conn, known, splitList(f.nats.monitors), tel.metrics)
-	f.service.reap.connect(ctx, conn.States(), tel.metrics, log)
+	f.service.link.connect(ctx, conn, tel.metrics, log)
 	defer startSweeper(ctx, conn.Submissions(), tel.metrics, log)()
 
 	var d *dispatcher.Dispatcher

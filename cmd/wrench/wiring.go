@@ -145,9 +145,9 @@ type workerOptions struct {
 	// minFreeDisk is the free space the data dir's disk needs for the
 	// worker to take tasks (0: not checked).
 	minFreeDisk int64
-	// reap is what the reaper learns once serve or worker has its queue
+	// link is what the worker learns once serve or worker has its queue
 	// (nil: nothing).
-	reap *reapHooks
+	link *queueLink
 }
 
 // checkMounts fails when the engine cannot see the paths under dataDir
@@ -280,7 +280,7 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 	}
 	// Whatever a crashed wrench of this deployment left behind goes now,
 	// and again every minute while this one runs.
-	reap, stopReap := startReaper(ctx, wsm, o.deployment, nil, o.reap, log)
+	reap, stopReap := startReaper(ctx, wsm, o.deployment, nil, o.link, log)
 	closers := []func(){releaseShim, func() { _ = dc.Close() }, func() { _ = prov.Close() }, stopReap}
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -319,6 +319,7 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 		Secrets:      secrets(env),
 		Health:       infraProbe(prov, pol, dataDir, o.minFreeDisk),
 		Reclaim:      reclaim(reap),
+		Resumes:      resumesOf(o.link),
 		Logger:       log,
 	})
 	if err != nil {

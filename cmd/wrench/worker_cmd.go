@@ -82,7 +82,7 @@ func runWorker(ctx context.Context, env *cliEnv, f workerFlags, runner dispatche
 	}
 	defer conn.Close()
 	reportDurability(ctx, env, "wrench worker", log, conn, queue.SyncUnknown, splitList(f.nats.monitors), tel.metrics)
-	f.service.reap.connect(ctx, conn.States(), tel.metrics, log)
+	f.service.link.connect(ctx, conn, tel.metrics, log)
 	dcfg := tel.dispatcherConfig(f.service, log)
 	if dcfg.Finalizer, err = f.service.gh.finalizer(conn, dcfg.WorkerID, f.service.ackWait, f.service.common, env); err != nil {
 		return fail(err)

@@ -34,6 +34,11 @@
 // answer: the script has diverged. When the steps run out, every request
 // gets a plain-text reply (final) with no tool calls.
 //
+// A conversation that reaches a fresh server already holding assistant
+// replies (it began elsewhere: a resumed task continued by another
+// process) starts at the step after them: with three replies in its
+// first request, step 4 answers.
+//
 // Tool-call ids default to "call_<request>_<index>", unique per reply.
 // Usage defaults to a deterministic estimate from message lengths.
 //

@@ -33,6 +33,7 @@ type Handler struct {
 	faultsRun int        // faults answered at step next
 	checked   bool       // expect_observation of step next passed
 	diverged  string     // sticky expect_observation failure
+	started   bool       // a conversation reached the steps
 	seq       int        // requests received
 	log       []Request
 }
@@ -215,6 +216,7 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "scripted: "+msg)
 		return
 	}
+	h.continueConversation(rec.Messages)
 	if h.diverged != "" {
 		rec.Outcome = "diverged"
 		w.Header().Set("x-should-retry", "false")
@@ -286,6 +288,24 @@ func faultName(f *Fault) string {
 
 // flattenMessages turns request messages into text messages; content given
 // as a list of parts keeps its text parts.
+// continueConversation starts the script where a conversation begun
+// elsewhere is (a resumed task's, continued by another process): the first
+// request that reaches the steps plays the step after the assistant
+// replies it already holds.
+func (h *Handler) continueConversation(msgs []Message) {
+	if h.started {
+		return
+	}
+	h.started = true
+	replies := 0
+	for _, m := range msgs {
+		if m.Role == "assistant" {
+			replies++
+		}
+	}
+	h.next = min(replies, len(h.script.Steps))
+}
+
 func flattenMessages(req chatRequest) []Message {
 	out := make([]Message, 0, len(req.Messages))
 	for _, m := range req.Messages {

@@ -406,3 +406,27 @@ func TestServeFile(t *testing.T) {
 		t.Error("missing script: no error")
 	}
 }
+
+// A fresh server whose first request continues a conversation that already
+// holds two replies plays step 3, then goes on in order.
+func TestHandler_ContinuesAConversationBegunElsewhere(t *testing.T) {
+	h, base := serve(t, `
+steps:
+  - content: "one"
+  - content: "two"
+  - content: "three"
+  - content: "four"
+`)
+	begun := []msg{{"role": "user", "content": "fix it"}, {"role": "assistant", "content": "one"},
+		{"role": "user", "content": "go on"}, {"role": "assistant", "content": "two"}, {"role": "user", "content": "go on"}}
+	for _, want := range []string{"three", "four"} {
+		resp, body := post(t, base, userReq(false, begun...))
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `"content":"`+want+`"`) {
+			t.Fatalf("reply %d: %s; want %q", resp.StatusCode, body, want)
+		}
+		begun = append(begun, msg{"role": "assistant", "content": want}, msg{"role": "user", "content": "go on"})
+	}
+	if h.Step() != 4 {
+		t.Errorf("step = %d, want 4", h.Step())
+	}
+}

@@ -32,7 +32,7 @@ type fleetMetrics struct {
 	durability *prometheus.GaugeVec
 	repairs    *prometheus.CounterVec
 	faults     *prometheus.CounterVec
-	ready      prometheus.Gauge
+	ready      *prometheus.GaugeVec // no labels: absent until a dispatcher reports
 	reaped     *prometheus.CounterVec
 }
 
@@ -50,10 +50,10 @@ func newFleetMetrics() fleetMetrics {
 			Namespace: Namespace, Name: "task_faults_total",
 			Help: "Attempts that ended on a fault, by fault (infrastructure, model, setup, input) and blame: worker (this worker's own engine, image or disk was unusable; the task was handed to another worker without counting the delivery) or task (the fault followed the task: it counted toward its deliveries, or ended it).",
 		}, []string{"fault", "blame"}),
-		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+		ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Name: "worker_ready",
-			Help: "1 while this process's dispatcher takes tasks; 0 while its own engine, image or disk is unusable (it probes again and resumes on its own).",
-		}),
+			Help: "1 while this process's dispatcher takes tasks; 0 while its own engine, image or disk is unusable (it probes again and resumes on its own). Absent from a process that runs no tasks.",
+		}, nil),
 	}
 	f.reaped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "orphans_reaped_total",
@@ -94,7 +94,7 @@ func (m *Metrics) SetWorkerReady(ready bool) {
 	if ready {
 		v = 1
 	}
-	m.ready.Set(v)
+	m.ready.WithLabelValues().Set(v)
 }
 
 // SetAdmissionDurability sets wrench_admission_durability to 1 for level

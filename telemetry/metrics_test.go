@@ -27,6 +27,9 @@ func exercise(m *Metrics) {
 	m.SetSlots(4, 3)
 	m.SetConsumerLag(7, 1)
 	m.TaskRequeued("retry: clone: connection refused")
+	m.TaskRequeued("worker fault: docker engine unreachable")
+	m.SetWorkerReady(true)
+	m.OrphanReaped("container", "owner_zombie")
 	m.DeadLettered()
 	m.HTTPRequest("POST /v1/tasks", 201, 3*time.Millisecond, false)
 	now := time.Now()
@@ -281,6 +284,32 @@ func TestMetricsAlertedSeriesStartAtZero(t *testing.T) {
 	} {
 		if !got[want] {
 			t.Errorf("a fresh registry has no %s at 0", want)
+		}
+	}
+}
+
+// Whose fault: a worker fault's hand-back blames the worker, a retry and a
+// final result with a fault the task; readiness exists only once reported.
+func TestMetricsFaultsAndReadiness(t *testing.T) {
+	reg := NewRegistry()
+	m := NewMetrics(reg)
+	if strings.Contains(string(scrape(t, reg)), "wrench_worker_ready") {
+		t.Error("a process that runs no tasks exports wrench_worker_ready")
+	}
+	m.TaskRequeued("worker fault: docker engine unreachable")
+	m.TaskRequeued("retry: clone: connection reset")
+	m.TaskFinished(task.Result{Status: task.StateFailed, Fault: task.FaultSetup}, time.Second)
+	m.SetWorkerReady(false)
+	body := string(scrape(t, reg))
+	for _, want := range []string{
+		`wrench_task_faults_total{blame="worker",fault="infrastructure"} 1`,
+		`wrench_task_faults_total{blame="task",fault="infrastructure"} 1`,
+		`wrench_task_faults_total{blame="task",fault="setup"} 1`,
+		`wrench_task_requeues_total{reason="worker_fault"} 1`,
+		"wrench_worker_ready 0",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s", want)
 		}
 	}
 }

@@ -130,6 +130,12 @@ func statusText(st task.Status, now time.Time) string {
 	}
 	if r := st.Result; r != nil {
 		fmt.Fprintf(&b, "\n  %s", strings.TrimPrefix(outcomeLine(*r), "wrench: "))
+		if r.Resumed != "" {
+			fmt.Fprintf(&b, "\n  %s", r.Resumed)
+		}
+		if r.HandedBack > 0 {
+			fmt.Fprintf(&b, "\n  %d attempt(s) handed back by workers whose own infrastructure was unusable (not counted)", r.HandedBack)
+		}
 		if r.PullRequestURL != "" {
 			fmt.Fprintf(&b, "\n  pull request %s", r.PullRequestURL)
 		}

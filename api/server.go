@@ -205,28 +205,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pattern = ""
 	}
 	ctx := s.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	name := pattern
-	if name == "" {
-		name = r.Method
+	probe := isProbe(pattern)
+	span := trace.SpanFromContext(ctx)
+	if !probe {
+		// Scrapes and health probes are not traced: they would be most
+		// of the spans and say nothing about tasks.
+		name := pattern
+		if name == "" {
+			name = r.Method
+		}
+		ctx, span = s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method),
+				attribute.String("http.route", pattern), attribute.String("url.path", r.URL.Path)))
+		defer span.End()
 	}
-	ctx, span := s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", r.Method),
-			attribute.String("http.route", pattern), attribute.String("url.path", r.URL.Path)))
-	defer span.End()
 
 	rec := &recorder{ResponseWriter: w, code: http.StatusOK}
 	s.mux.ServeHTTP(rec, r.WithContext(ctx))
 
-	span.SetAttributes(attribute.Int("http.response.status_code", rec.code))
-	if rec.code >= 500 {
-		span.SetStatus(codes.Error, http.StatusText(rec.code))
+	if !probe {
+		span.SetAttributes(attribute.Int("http.response.status_code", rec.code))
+		if rec.code >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(rec.code))
+		}
 	}
 	d := time.Since(start)
 	if s.cfg.ObserveRequest != nil {
 		s.cfg.ObserveRequest(pattern, rec.code, d, rec.stream)
 	}
 	level := slog.LevelInfo
-	if pattern == "GET /healthz" || pattern == "GET /readyz" || pattern == "GET /metrics" {
+	if probe {
 		level = slog.LevelDebug
 	}
 	attrs := []any{"method", r.Method, "path", r.URL.Path, "code", rec.code, "duration", d}
@@ -234,6 +242,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		attrs = append(attrs, "task_id", rec.taskID)
 	}
 	s.log.Log(ctx, level, "http request", attrs...)
+}
+
+// isProbe says whether route is a health probe or the metrics scrape
+// (GET /healthz, /readyz and its sub-routes such as /readyz/worker,
+// /metrics): these are neither traced nor logged above debug.
+func isProbe(route string) bool {
+	return route == "GET /healthz" || route == "GET /metrics" ||
+		route == "GET /readyz" || strings.HasPrefix(route, "GET /readyz/")
 }
 
 // recorder remembers the status code; Unwrap lets http.ResponseController

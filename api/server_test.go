@@ -306,3 +306,30 @@ func TestServerHandleExtraRoute(t *testing.T) {
 		t.Errorf("wrong method on mounted route: %d", a.code)
 	}
 }
+
+// TestProbesAreNotTraced: scrapes and health probes (including routes
+// mounted under /readyz/) make no spans; task routes still do.
+func TestProbesAreNotTraced(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	s, err := NewServer(Config{Submitter: newFake(), States: newFake(), Events: newFake(), TracerProvider: tp,
+		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "m 1\n") })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Handle("GET /readyz/worker", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	for _, p := range []string{"/healthz", "/readyz", "/readyz/worker", "/metrics"} {
+		if a := call(t, srv, "GET", p, "", nil); a.code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", p, a.code, a.body)
+		}
+	}
+	if spans := rec.Ended(); len(spans) != 0 {
+		t.Errorf("probes made %d spans, first %q", len(spans), spans[0].Name())
+	}
+	call(t, srv, "GET", "/v1/tasks/nope", "", nil)
+	if spans := rec.Ended(); len(spans) != 1 || spans[0].Name() != "GET /v1/tasks/{id}" {
+		t.Errorf("task route spans %v", spans)
+	}
+}

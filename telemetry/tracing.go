@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/url"
@@ -30,6 +31,10 @@ type TracingConfig struct {
 	ServiceName string
 	// ServiceVersion is the service.version resource attribute.
 	ServiceVersion string
+	// ServiceInstanceID is the service.instance.id resource attribute,
+	// which tells the processes of one deployment apart (default: a random
+	// UUID, new for every process).
+	ServiceInstanceID string
 	// Getenv reads the environment (default: none is read, so tests are
 	// hermetic; cmd passes os.Getenv).
 	Getenv func(string) string
@@ -94,7 +99,11 @@ func SetupTracing(ctx context.Context, cfg TracingConfig) (trace.TracerProvider,
 	if name == "" {
 		name = "wrench"
 	}
-	attrs := []resource.Option{resource.WithAttributes(semconv.ServiceName(name))}
+	instance := cfg.ServiceInstanceID
+	if instance == "" {
+		instance = randomUUID()
+	}
+	attrs := []resource.Option{resource.WithAttributes(semconv.ServiceName(name), semconv.ServiceInstanceID(instance))}
 	if cfg.ServiceVersion != "" {
 		attrs = append(attrs, resource.WithAttributes(semconv.ServiceVersion(cfg.ServiceVersion)))
 	}
@@ -108,6 +117,15 @@ func SetupTracing(ctx context.Context, cfg TracingConfig) (trace.TracerProvider,
 		otel.SetTextMapPropagator(Propagator())
 	}
 	return tp, tp.Shutdown, nil
+}
+
+// randomUUID returns a random (version 4) UUID.
+func randomUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 // tracesEndpoint is the URL spans are sent to, "" when none is configured:

@@ -6,6 +6,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 )
 
 // TestSetupTracingEndpoints: the endpoint comes from the explicit base URL,
@@ -77,5 +81,44 @@ func TestSetupTracingRejectsBadTracesEndpoint(t *testing.T) {
 	}})
 	if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestServiceInstanceIDPerProcess: every tracer provider carries a
+// service.instance.id, its own unless one is given.
+func TestServiceInstanceIDPerProcess(t *testing.T) {
+	ctx := context.Background()
+	instance := func(cfg TracingConfig) string {
+		t.Helper()
+		exp := tracetest.NewInMemoryExporter()
+		cfg.Exporter = exp
+		tp, shutdown, err := SetupTracing(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, span := tp.Tracer("x").Start(ctx, "s")
+		span.End()
+		if err := tp.(*sdktrace.TracerProvider).ForceFlush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		spans := exp.GetSpans()
+		if err := shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(spans) != 1 {
+			t.Fatalf("%d spans", len(spans))
+		}
+		v, _ := spans[0].Resource.Set().Value(semconv.ServiceInstanceIDKey)
+		return v.AsString()
+	}
+	a, b := instance(TracingConfig{}), instance(TracingConfig{})
+	if a == "" || a == b {
+		t.Errorf("service.instance.id %q and %q: want two distinct ids", a, b)
+	}
+	if len(a) != 36 || a[14] != '4' {
+		t.Errorf("service.instance.id %q is not a v4 UUID", a)
+	}
+	if got := instance(TracingConfig{ServiceInstanceID: "worker-7"}); got != "worker-7" {
+		t.Errorf("service.instance.id %q, want the given worker-7", got)
 	}
 }

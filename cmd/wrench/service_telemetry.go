@@ -25,6 +25,7 @@ type serviceTelemetry struct {
 func newServiceTelemetry(ctx context.Context, env *cliEnv, f serviceFlags, log *slog.Logger) (*serviceTelemetry, error) {
 	tp, stop, err := telemetry.SetupTracing(ctx, telemetry.TracingConfig{
 		Endpoint: f.otlp, ServiceVersion: buildVersion(), Getenv: env.getenv,
+		ServiceInstanceID: f.workerID, // empty: a UUID per process
 	})
 	if err != nil {
 		return nil, err

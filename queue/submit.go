@@ -201,9 +201,17 @@ func (s *Submissions) Sweep(ctx context.Context, minAge time.Duration) (int, err
 // cancelled result. A final task is left unchanged. Unknown ids give an
 // error wrapping [task.ErrNotFound].
 func (s *Submissions) Cancel(ctx context.Context, id string) (task.Status, error) {
+	st, _, err := s.CancelReport(ctx, id)
+	return st, err
+}
+
+// CancelReport is [Submissions.Cancel] that also says whether this call
+// turned a queued task into a cancelled one (true exactly once per task,
+// however many cancels race), so callers can count it as finished.
+func (s *Submissions) CancelReport(ctx context.Context, id string) (st task.Status, cancelledQueued bool, err error) {
 	c := s.c
 	if !validID(id) {
-		return task.Status{}, fmt.Errorf("%w: %q", task.ErrNotFound, id)
+		return task.Status{}, false, fmt.Errorf("%w: %q", task.ErrNotFound, id)
 	}
 	for range casRetries {
 		e, err := c.get(ctx, id)
@@ -211,11 +219,11 @@ func (s *Submissions) Cancel(ctx context.Context, id string) (task.Status, error
 			return c.cancelUnrecorded(ctx, id)
 		}
 		if err != nil {
-			return task.Status{}, err
+			return task.Status{}, false, err
 		}
 		switch {
 		case e.st.State.Final():
-			return e.st, nil
+			return e.st, false, nil
 		case e.st.State == task.StateQueued:
 			now := time.Now().UTC()
 			st := e.st
@@ -228,47 +236,47 @@ func (s *Submissions) Cancel(ctx context.Context, id string) (task.Status, error
 				continue
 			}
 			if err != nil {
-				return task.Status{}, fmt.Errorf("cancel %s: %w", id, err)
+				return task.Status{}, false, fmt.Errorf("cancel %s: %w", id, err)
 			}
 			c.dropQueuedMessage(ctx, id)
 			c.emit(ctx, task.Event{TaskID: id, Kind: task.EventResult, State: st.State, Result: st.Result})
-			return st, nil
+			return st, true, nil
 		default:
 			if _, err := c.kv.Put(ctx, cancelKey(id), []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
-				return task.Status{}, fmt.Errorf("cancel %s: record request: %w", id, err)
+				return task.Status{}, false, fmt.Errorf("cancel %s: record request: %w", id, err)
 			}
 			// The worker may have handed the task back between the read
 			// and the request: look again.
 			e2, err := c.get(ctx, id)
 			if err != nil {
-				return task.Status{}, err
+				return task.Status{}, false, err
 			}
 			if e2.st.State == task.StateQueued {
 				continue
 			}
-			return e2.st, nil
+			return e2.st, false, nil
 		}
 	}
-	return task.Status{}, fmt.Errorf("cancel %s: too many concurrent updates", id)
+	return task.Status{}, false, fmt.Errorf("cancel %s: too many concurrent updates", id)
 }
 
 // cancelUnrecorded cancels a task that is in the work queue without a state
-// record.
-func (c *Conn) cancelUnrecorded(ctx context.Context, id string) (task.Status, error) {
+// record; written says whether this call recorded the cancellation.
+func (c *Conn) cancelUnrecorded(ctx context.Context, id string) (st task.Status, written bool, err error) {
 	qst, err := c.fromQueue(ctx, id)
 	if err != nil {
-		return task.Status{}, err
+		return task.Status{}, false, err
 	}
 	res := task.Result{Status: task.StateCancelled, Reason: "cancelled while queued"}
-	st, written, err := c.states.Settle(ctx, id, qst.Task, res)
+	st, written, err = c.states.Settle(ctx, id, qst.Task, res)
 	if err != nil {
-		return task.Status{}, fmt.Errorf("cancel %s: %w", id, err)
+		return task.Status{}, false, fmt.Errorf("cancel %s: %w", id, err)
 	}
 	if written {
 		c.dropQueuedMessage(ctx, id)
 		c.emit(ctx, resultEvent(st))
 	}
-	return st, nil
+	return st, written, nil
 }
 
 // dropQueuedMessage deletes a cancelled task's message from the work queue so

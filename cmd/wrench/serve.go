@@ -508,3 +508,14 @@ func (b countingSubmitter) Submit(ctx context.Context, t task.Task) (task.Status
 	}
 	return st, dup, err
 }
+
+// Cancel cancels task id; a queued task it cancels is counted as finished
+// (wrench_tasks_finished_total{status="cancelled"}) here, since no worker
+// ever sees it.
+func (b countingSubmitter) Cancel(ctx context.Context, id string) (task.Status, error) {
+	st, cancelledQueued, err := b.Submissions.CancelReport(ctx, id)
+	if err == nil && cancelledQueued && st.Result != nil {
+		b.m.TaskFinished(*st.Result, 0)
+	}
+	return st, err
+}

@@ -62,7 +62,7 @@ var scenarios = []scenario{
 	{
 		name: "allInOne without persistence, NATS for workers, ServiceMonitor",
 		values: secretValues + `
-allInOne: {persistence: {enabled: false}, natsListen: {enabled: true}}
+allInOne: {persistence: {enabled: false}, natsListen: {enabled: true, tlsSecret: wrench-nats-tls}}
 serviceMonitor: {enabled: true}
 llm: {baseURL: "http://llm.internal/v1", model: gpt-4.1}
 wrench: {otlpEndpoint: "http://otel:4318", extraArgs: ["--per-repo=1"]}
@@ -75,10 +75,15 @@ wrench: {otlpEndpoint: "http://otel:4318", extraArgs: ["--per-repo=1"]}
 		values: secretValues + `
 mode: scaled
 nats: {url: "nats://nats.nats.svc:4222", monitoringEndpoint: "nats.nats.svc:8222", credsSecret: nats-creds}
-wrench: {slots: 3}
+wrench:
+  slots: 3
+  policy: |
+    defaults:
+      max_limits: {max_turns: 40, memory_mb: 2048}
+      models: [gpt-4.1]
 serviceMonitor: {enabled: true}
 `,
-		kinds: []string{"ConfigMap/wrench-bootstrap", "Deployment/wrench-api", "Deployment/wrench-worker",
+		kinds: []string{"ConfigMap/wrench-bootstrap", "ConfigMap/wrench-policy", "Deployment/wrench-api", "Deployment/wrench-worker",
 			"ScaledObject/wrench-worker", "Service/wrench", "Service/wrench-worker-metrics",
 			"ServiceAccount/wrench", "ServiceMonitor/wrench"},
 	},
@@ -86,7 +91,7 @@ serviceMonitor: {enabled: true}
 		name: "scaled workers only, fixed replicas, node engine",
 		values: secretValues + `
 mode: scaled
-nats: {url: "nats://wrench.tools.svc:4222"}
+nats: {url: "tls://wrench.tools.svc:4222", nkeySecret: wrench-worker-nkey, caKey: ca.pem}
 api: {enabled: false}
 keda: {enabled: false}
 worker: {replicas: 3}
@@ -206,6 +211,7 @@ func TestChartRejects(t *testing.T) {
 		{"no slots", secretValues + "wrench: {slots: 0}", "at '/wrench/slots': minimum: got 0, want 1"},
 		{"scaled without nats", secretValues + "mode: scaled", "nats.url is required"},
 		{"keda without monitor", secretValues + "mode: scaled\nnats: {url: 'nats://n:4222'}", "nats.monitoringEndpoint"},
+		{"two NATS sign-ins", secretValues + "mode: scaled\nkeda: {enabled: false}\nnats: {url: 'nats://n:4222', credsSecret: a, nkeySecret: b}", "nats.credsSecret and nats.nkeySecret are two ways"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.render(tc.values)

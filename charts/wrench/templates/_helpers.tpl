@@ -127,6 +127,9 @@ which helm enforces first, checks each value on its own). */}}
 {{- $_ := required "secrets.existingSecret is required: create a Secret holding the API token (and the LLM key) and name it here; the chart never takes secrets inline" .Values.secrets.existingSecret -}}
 {{- if eq .Values.mode "scaled" -}}
 {{- $_ := include "wrench.natsURL" . -}}
+{{- if and .Values.nats.credsSecret .Values.nats.nkeySecret -}}
+{{- fail "nats.credsSecret and nats.nkeySecret are two ways to sign in to NATS: give one" -}}
+{{- end -}}
 {{- if and .Values.keda.enabled (not .Values.nats.monitoringEndpoint) -}}
 {{- fail "keda.enabled needs nats.monitoringEndpoint (host:8222, the NATS HTTP monitoring port KEDA reads)" -}}
 {{- end -}}
@@ -171,4 +174,24 @@ volumeClaimTemplate Kubernetes cannot change, and says how to move on. */}}
 {{- $ns := .Release.Namespace -}}
 {{- fail (printf "StatefulSet %s was made by chart 0.1.x with a volumeClaimTemplate, which Kubernetes cannot change. Once, before this upgrade: kubectl -n %s delete statefulset %s --cascade=orphan; kubectl -n %s annotate pvc %s meta.helm.sh/release-name=%s meta.helm.sh/release-namespace=%s; kubectl -n %s label pvc %s app.kubernetes.io/managed-by=Helm. The pod keeps running meanwhile, and the new StatefulSet mounts the same claim" $name $ns $name $ns $pvc .Release.Name $ns $ns $pvc) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The Secret the NATS sign-in files come from in scaled mode, or "". */}}
+{{- define "wrench.natsSecret" -}}
+{{- if eq .Values.mode "scaled" -}}
+{{- .Values.nats.credsSecret | default .Values.nats.nkeySecret -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The NATS sign-in flags of scaled-mode serve and worker: the Secret
+named by nats.credsSecret or nats.nkeySecret is mounted at /etc/wrench/nats. */}}
+{{- define "wrench.natsAuthArgs" -}}
+{{- if .Values.nats.credsSecret }}
+- --nats-creds=/etc/wrench/nats/{{ .Values.nats.credsKey }}
+{{- else if .Values.nats.nkeySecret }}
+- --nats-nkey=/etc/wrench/nats/{{ .Values.nats.nkeyKey }}
+{{- with .Values.nats.caKey }}
+- --nats-ca=/etc/wrench/nats/{{ . }}
+{{- end }}
+{{- end }}
 {{- end -}}

@@ -34,9 +34,16 @@ metadata:
     {{- with $v.podLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
-  {{- with $v.podAnnotations }}
+  {{- if or $v.podAnnotations $v.wrench.policy }}
   annotations:
+    {{- with $v.podAnnotations }}
     {{- toYaml . | nindent 4 }}
+    {{- end }}
+    {{- with $v.wrench.policy }}
+    # A policy change rolls the pods (a mounted ConfigMap alone would
+    # change under a running process, which reads it at start).
+    checksum/policy: {{ . | sha256sum }}
+    {{- end }}
   {{- end }}
 spec:
   serviceAccountName: {{ include "wrench.serviceAccountName" $root }}
@@ -221,9 +228,19 @@ spec:
           mountPath: {{ include "wrench.queueMountPath" $root }}
           subPath: nats
         {{- end }}
-        {{- if and (eq $v.mode "scaled") $v.nats.credsSecret }}
+        {{- if include "wrench.natsSecret" $root }}
         - name: nats-creds
           mountPath: /etc/wrench/nats
+          readOnly: true
+        {{- end }}
+        {{- if and (eq .component "server") $v.allInOne.natsListen.enabled $v.allInOne.natsListen.tlsSecret }}
+        - name: nats-tls
+          mountPath: /etc/wrench/nats-tls
+          readOnly: true
+        {{- end }}
+        {{- if $v.wrench.policy }}
+        - name: policy
+          mountPath: /etc/wrench/policy
           readOnly: true
         {{- end }}
   {{- with $v.nodeSelector }}
@@ -280,11 +297,22 @@ spec:
         path: {{ $v.docker.hostSocket.path }}
         type: Socket
     {{- end }}
-    {{- if and (eq $v.mode "scaled") $v.nats.credsSecret }}
+    {{- with include "wrench.natsSecret" $root }}
     - name: nats-creds
       secret:
-        secretName: {{ $v.nats.credsSecret }}
+        secretName: {{ . }}
         defaultMode: 0440
+    {{- end }}
+    {{- if and (eq .component "server") $v.allInOne.natsListen.enabled $v.allInOne.natsListen.tlsSecret }}
+    - name: nats-tls
+      secret:
+        secretName: {{ $v.allInOne.natsListen.tlsSecret }}
+        defaultMode: 0440
+    {{- end }}
+    {{- if $v.wrench.policy }}
+    - name: policy
+      configMap:
+        name: {{ include "wrench.fullname" $root }}-policy
     {{- end }}
 {{- end -}}
 
@@ -358,6 +386,9 @@ token only goes to `wrench serve`, which checks it. */}}
 - --network={{ .Values.wrench.network }}
 - --verify={{ .Values.wrench.verify }}
 - --log-level={{ .Values.wrench.logLevel }}
+{{- if .Values.wrench.policy }}
+- --policy=/etc/wrench/policy/policy.yaml
+{{- end }}
 {{- end -}}
 
 {{/* The pod's data volume when no volumeClaimTemplate provides it: the

@@ -19,11 +19,15 @@ type combination struct {
 	values string
 }
 
+// policyValues sets a server policy (wrench.policy).
+const policyValues = "wrench:\n  policy: |\n    defaults:\n      max_limits: {max_turns: 40}\n"
+
 // documentedCombinations is the cross product of the switches
 // docs/operations.md documents: mode; docker.mode; in allInOne mode
-// persistence and natsListen; in scaled mode KEDA, the API (off, API only,
-// or API with task slots) and NATS credentials; and for both the
-// ServiceMonitor and image pull secrets.
+// persistence and natsListen (off, on, on with its own certificate); in
+// scaled mode KEDA, the API (off, API only, or API with task slots) and the
+// NATS sign-in (none, credentials file, nkey seed and CA); and for both the
+// ServiceMonitor, image pull secrets and a server policy.
 func documentedCombinations() []combination {
 	var out []combination
 	add := func(name, values string) {
@@ -32,27 +36,32 @@ func documentedCombinations() []combination {
 	extras := []struct{ name, values string }{
 		{"", ""},
 		{"+servicemonitor", "serviceMonitor: {enabled: true}\n"},
-		{"+pullsecrets", "imagePullSecrets: [{name: registry-creds}]\nsandbox: {image: registry.example.com/wrench-sandbox:1}\n"},
-		{"+servicemonitor+pullsecrets", "serviceMonitor: {enabled: true}\nimagePullSecrets: [{name: registry-creds}]\nsandbox: {image: registry.example.com/wrench-sandbox:1}\n"},
+		{"+pullsecrets+policy", "imagePullSecrets: [{name: registry-creds}]\nsandbox: {image: registry.example.com/wrench-sandbox:1}\n" + policyValues},
+		{"+servicemonitor+pullsecrets+policy", "serviceMonitor: {enabled: true}\nimagePullSecrets: [{name: registry-creds}]\nsandbox: {image: registry.example.com/wrench-sandbox:1}\n" + policyValues},
 	}
 	for _, engine := range []string{"dind", "hostSocket"} {
 		for _, persist := range []bool{true, false} {
-			for _, natsListen := range []bool{false, true} {
+			for _, natsListen := range []string{"off", "on", "onWithCert"} {
+				listen := map[string]string{"off": "{enabled: false}", "on": "{enabled: true}",
+					"onWithCert": "{enabled: true, tlsSecret: wrench-nats-tls}"}[natsListen]
 				for _, x := range extras {
-					add(fmt.Sprintf("allInOne/%s/persistence=%v/natsListen=%v%s", engine, persist, natsListen, x.name),
-						fmt.Sprintf("docker: {mode: %s}\nallInOne: {persistence: {enabled: %v}, natsListen: {enabled: %v}}\n%s",
-							engine, persist, natsListen, x.values))
+					add(fmt.Sprintf("allInOne/%s/persistence=%v/natsListen=%s%s", engine, persist, natsListen, x.name),
+						fmt.Sprintf("docker: {mode: %s}\nallInOne: {persistence: {enabled: %v}, natsListen: %s}\n%s",
+							engine, persist, listen, x.values))
 				}
 			}
 		}
 		for _, keda := range []bool{true, false} {
 			for _, api := range []string{"off", "apiOnly", "apiWithSlots"} {
-				for _, creds := range []bool{false, true} {
+				for _, signIn := range []string{"none", "creds", "nkey"} {
 					for _, x := range extras {
 						v := fmt.Sprintf("mode: scaled\ndocker: {mode: %s}\nkeda: {enabled: %v}\n", engine, keda)
 						nats := `nats: {url: "nats://nats.nats.svc:4222", monitoringEndpoint: "nats.nats.svc:8222"`
-						if creds {
+						switch signIn {
+						case "creds":
 							nats += ", credsSecret: nats-creds"
+						case "nkey":
+							nats += ", nkeySecret: wrench-worker-nkey, caKey: ca.pem"
 						}
 						v += nats + "}\n"
 						switch api {
@@ -61,7 +70,7 @@ func documentedCombinations() []combination {
 						case "apiWithSlots":
 							v += "api: {slots: 2}\n"
 						}
-						add(fmt.Sprintf("scaled/%s/keda=%v/api=%s/natsCreds=%v%s", engine, keda, api, creds, x.name), v+x.values)
+						add(fmt.Sprintf("scaled/%s/keda=%v/api=%s/natsSignIn=%s%s", engine, keda, api, signIn, x.name), v+x.values)
 					}
 				}
 			}
@@ -175,6 +184,11 @@ func TestHelmUpgrade(t *testing.T) {
 		{name: "scaled", values: scaled + "allInOne: {persistence: {leaveBehind: true}}\n"},
 		{name: "scaled, node engine, API with slots, no KEDA",
 			values: scaled + "allInOne: {persistence: {leaveBehind: true}}\ndocker: {mode: hostSocket}\napi: {slots: 2}\nkeda: {enabled: false}\n"},
+		{name: "scaled with a policy, workers signed in with an nkey",
+			values: strings.Replace(scaled, "}\n", ", nkeySecret: wrench-worker-nkey, caKey: ca.pem}\n", 1) +
+				"allInOne: {persistence: {leaveBehind: true}}\n" + policyValues},
+		{name: "back to allInOne, serving NATS with its own certificate, no policy",
+			values: "allInOne: {natsListen: {enabled: true, tlsSecret: wrench-nats-tls}}\n"},
 	}
 	t.Cleanup(func() { k.helmRun(c.helm, "uninstall", release, "-n", "tools") })
 	for i, st := range steps {

@@ -45,7 +45,7 @@ func (e *Events) Publish(ctx context.Context, ev task.Event) error {
 // truth.
 func (c *Conn) emit(ctx context.Context, ev task.Event) {
 	if err := c.evs.Publish(ctx, ev); err != nil {
-		c.log.Warn("publish event", "task", ev.TaskID, "kind", ev.Kind, "err", err)
+		c.log.Warn("publish event", "task_id", ev.TaskID, "kind", ev.Kind, "err", err)
 	}
 }
 
@@ -114,7 +114,7 @@ func (e *Events) Follow(ctx context.Context, id string, fromSeq uint64) (<-chan 
 			case m := <-msgs:
 				var ev task.Event
 				if err := json.Unmarshal(m.Data(), &ev); err != nil {
-					c.log.Warn("skip undecodable event", "task", id, "err", err)
+					c.log.Warn("skip undecodable event", "task_id", id, "err", err)
 					continue
 				}
 				if md, err := m.Metadata(); err == nil {

@@ -288,7 +288,7 @@ func (c *Conn) dropQueuedMessage(ctx context.Context, id string) {
 		return
 	}
 	if err := c.tasks.DeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		c.log.Debug("drop cancelled task message", "task", id, "err", err)
+		c.log.Debug("drop cancelled task message", "task_id", id, "err", err)
 	}
 }
 

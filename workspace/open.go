@@ -79,12 +79,12 @@ func (m *Manager) open(ctx context.Context, taskID string, repo task.Repo, auth 
 	}
 	if err := m.populate(ctx, w, f, src, repo); err != nil {
 		_ = w.Close()
-		m.log.Warn("workspace clone failed", "task", taskID, "url", src.display, "error", err,
+		m.log.Warn("workspace clone failed", "task_id", taskID, "url", src.display, "error", err,
 			"retriable", Retriable(err), "duration", time.Since(start))
 		return nil, err
 	}
 	w.info.Duration = time.Since(start)
-	m.log.Info("workspace opened", "task", taskID, "url", src.display, "ref", w.info.Ref,
+	m.log.Info("workspace opened", "task_id", taskID, "url", src.display, "ref", w.info.Ref,
 		"commit", w.BaseCommit(), "mirror", w.info.Mirror, "checkout_cache", w.info.CheckoutCache,
 		"shallow", w.info.Shallow, "files", w.info.Files, "duration", w.info.Duration)
 	return w, nil

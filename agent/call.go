@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/wrenchworks/wrench/task"
@@ -56,7 +57,7 @@ func (s *runState) callModel(ctx context.Context) (ModelResponse, error) {
 func (s *runState) chat(ctx context.Context, req ModelRequest, onDelta func(StreamEvent)) (ModelResponse, error) {
 	delay := s.a.cfg.RetryBackoff
 	for attempt := 0; ; attempt++ {
-		resp, err := s.r.Model.Chat(ctx, req, onDelta)
+		resp, err := s.chatOnce(ctx, req, onDelta)
 		if err == nil {
 			return resp, nil
 		}
@@ -78,6 +79,53 @@ func (s *runState) chat(ctx context.Context, req ModelRequest, onDelta func(Stre
 		}
 		delay *= 2
 	}
+}
+
+// chatOnce makes one model call; with a Budget, its worst-case cost is
+// reserved first and what it cost settled after.
+func (s *runState) chatOnce(ctx context.Context, req ModelRequest, onDelta func(StreamEvent)) (ModelResponse, error) {
+	if s.r.Budget == nil {
+		return s.r.Model.Chat(ctx, req, onDelta)
+	}
+	if req.MaxTokens <= 0 {
+		req.MaxTokens = s.a.cfg.MaxOutputTokens
+	}
+	worst, _ := s.a.cfg.Cost(s.r.ModelName, TokenUsage{InputTokens: s.promptTokens(req), OutputTokens: int64(req.MaxTokens)})
+	hold, err := s.r.Budget.Reserve(ctx, worst)
+	if errors.Is(err, task.ErrOverBudget) {
+		return ModelResponse{}, err
+	}
+	if err != nil {
+		return ModelResponse{}, fmt.Errorf("%w: budget ledger: %w", ErrEnvFailed, err)
+	}
+	resp, err := s.r.Model.Chat(ctx, req, onDelta)
+	var cost float64
+	if err == nil {
+		cost, _ = s.a.cfg.Cost(s.r.ModelName, resp.Usage)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if serr := hold.Settle(sctx, cost); serr != nil {
+		s.logEvent("budget: settle a model call's cost: %v (its worst case stays held until it expires)", serr)
+	}
+	return resp, err
+}
+
+// settleTimeout bounds settling one call's cost with the Budget.
+const settleTimeout = 30 * time.Second
+
+// promptTokens estimates a request's input tokens: its messages and tool
+// specs, or for the run's own history what the last call reported plus
+// what was added since, whichever is more.
+func (s *runState) promptTokens(req ModelRequest) int64 {
+	n := estimateTokens(req.Messages)
+	for _, t := range req.Tools {
+		n += int64((len(t.Name)+len(t.Description)+len(t.Parameters))/charsPerToken) + 4
+	}
+	if len(req.Messages) > 0 && len(req.Messages) == len(s.msgs) && &req.Messages[0] == &s.msgs[0] {
+		n = max(n, s.historyTokens())
+	}
+	return n
 }
 
 // account adds one model call's usage and cost, and reports it.

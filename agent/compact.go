@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -92,6 +93,8 @@ func (s *runState) maybeCompact(parent, ctx context.Context) *ending {
 			}
 		case ctx.Err() != nil:
 			return s.stopFor(parent, ctx.Err())
+		case errors.Is(err, task.ErrOverBudget):
+			return s.stopFor(parent, err)
 		default:
 			s.logEvent("compaction failed: %v", err)
 		}

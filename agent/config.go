@@ -17,12 +17,15 @@ const (
 	DefaultMaxFinishRejections = 2
 	DefaultMaxCallsPerReply    = 32
 	DefaultMaxToolArgBytes     = 1 << 20
+	// DefaultMaxOutputTokens caps a reply of a run with a Budget.
+	DefaultMaxOutputTokens = 16_384
 )
 
 func (c Config) withDefaults() Config {
 	orDefault(&c.MaxOutputChars, DefaultMaxOutputChars)
 	orDefault(&c.MaxCallsPerReply, DefaultMaxCallsPerReply)
 	orDefault(&c.MaxToolArgBytes, DefaultMaxToolArgBytes)
+	orDefault(&c.MaxOutputTokens, DefaultMaxOutputTokens)
 	orDefault(&c.CommandTimeout, 2*time.Minute)
 	orDefault(&c.MaxCommandTimeout, 30*time.Minute)
 	orDefault(&c.MaxFinishRejections, DefaultMaxFinishRejections)

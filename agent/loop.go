@@ -53,6 +53,10 @@ func (s *runState) loop(ctx context.Context) *ending {
 		if e.reason == StopTimeout && s.askLimit(StopTimeout) {
 			continue
 		}
+		if e.reason == StopBudget {
+			// Paused, not over: the next attempt continues from here.
+			s.save()
+		}
 		return e
 	}
 }
@@ -71,6 +75,11 @@ func (s *runState) step(parent, ctx context.Context) *ending {
 	s.emit(task.Event{Kind: task.EventTurn})
 	resp, err := s.callModel(ctx)
 	if err != nil {
+		if errors.Is(err, task.ErrOverBudget) {
+			// The turn never happened: a later attempt makes it.
+			s.turn--
+			s.usage.Turns--
+		}
 		return s.stopFor(parent, err)
 	}
 	var e *ending
@@ -98,6 +107,8 @@ func (s *runState) stopFor(parent context.Context, err error) *ending {
 	switch {
 	case parent.Err() != nil:
 		return &ending{reason: StopCancelled, err: context.Cause(parent)}
+	case errors.Is(err, task.ErrOverBudget):
+		return &ending{reason: StopBudget, err: err}
 	case errors.Is(err, context.DeadlineExceeded) && !s.deadline.IsZero() && !time.Now().Before(s.deadline):
 		return &ending{reason: StopTimeout, err: err}
 	case envFailed(err):

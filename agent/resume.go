@@ -69,10 +69,18 @@ func (s *runState) maybeSave() {
 	if every <= 0 {
 		every = DefaultSaveEvery
 	}
-	verified := s.ver.goodID != s.saved.checkpoint
-	if !verified && s.turn-s.saved.turn < every {
+	if s.ver.goodID == s.saved.checkpoint && s.turn-s.saved.turn < every {
 		return
 	}
+	s.save()
+}
+
+// save calls Run.OnSave with the run as it is now, at the end of a turn.
+func (s *runState) save() {
+	if s.r.OnSave == nil {
+		return
+	}
+	verified := s.ver.goodID != s.saved.checkpoint
 	read := make(map[string]string, len(s.seen.seen))
 	for p, h := range s.seen.seen {
 		read[p] = hex.EncodeToString(h[:])

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -29,6 +30,7 @@ const (
 	StopEnvError      StopReason = "env_error"           // the sandbox failed
 	StopContextWindow StopReason = "context_window"      // the history cannot fit even after compaction
 	StopDenied        StopReason = "permission_denied"   // a person refused a tool call (ApproveConfirm)
+	StopBudget        StopReason = "budget"              // Run.Budget refused the next model call (a spend cap above the task)
 )
 
 // VerifyPolicy says when the task's test command runs during a run.
@@ -114,7 +116,13 @@ type Run struct {
 	// SaveEvery is how many turns pass between save points without a
 	// verified checkpoint (default DefaultSaveEvery).
 	SaveEvery int
-	Limits    Limits
+	// Budget, when set, is spend above the task that every model call
+	// draws on: each call's worst-case cost is reserved before it is made
+	// (refused: the run ends with StopBudget, after a last OnSave) and
+	// what it cost is settled after. Calls then carry a cap on their
+	// output (Config.MaxOutputTokens), which bounds the worst case.
+	Budget Budget
+	Limits Limits
 	// Mode is task.ModeNormal (every tool) or task.ModePlan (read-only).
 	Mode task.Mode
 	// AllowedTools restricts the tool set; empty means all (for the mode).
@@ -167,6 +175,25 @@ type Run struct {
 
 	// subAgent marks a research sub-run (its prompts differ).
 	subAgent bool
+}
+
+// Budget is spend above a task (a repository's or tenant's daily cap,
+// shared by every worker of a deployment) that a run's model calls draw
+// on.
+type Budget interface {
+	// Reserve holds usd, the worst-case cost of one model call: the
+	// prompt's tokens at the input price plus the call's output cap at
+	// the output price (Config.Prices). An error matching
+	// task.ErrOverBudget refuses the call and ends the run with
+	// StopBudget; any other error ends it with StopEnvError.
+	Reserve(ctx context.Context, usd float64) (BudgetHold, error)
+}
+
+// BudgetHold is one call's reservation.
+type BudgetHold interface {
+	// Settle records what the call cost (0 when it failed) and gives
+	// back the rest of the reservation.
+	Settle(ctx context.Context, usd float64) error
 }
 
 // Outcome is how a run ended. The partial work is in the workspace whatever
@@ -261,6 +288,11 @@ type Config struct {
 	// MaxFinishRejections is how many times finish is refused because the
 	// tests fail before the run ends as finished_unverified (default 2).
 	MaxFinishRejections int
+	// MaxOutputTokens caps each reply of a run with a Budget (sent as the
+	// request's max_completion_tokens), which bounds the worst case the
+	// budget reserves (default DefaultMaxOutputTokens). Runs without a
+	// Budget send no cap.
+	MaxOutputTokens int
 	// Compaction tunes history compaction.
 	Compaction CompactionConfig
 	// Recovery tunes error recovery and loop detection.

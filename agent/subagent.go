@@ -115,6 +115,7 @@ func (s *runState) research(ctx context.Context, question string, n int) (*Outco
 		Env:       s.r.Env,
 		EnvInfo:   s.envInfo,
 		Limits:    lim,
+		Budget:    s.r.Budget,
 		Mode:      task.ModePlan,
 		Verify:    VerifyNever,
 		Secrets:   s.r.Secrets,

@@ -39,9 +39,10 @@ var artifactTypes = map[string]string{
 }
 
 // artifact serves GET /v1/tasks/{id}/artifacts/{name}: one stored artifact
-// of a final task (patch.diff, trajectory.jsonl, log.txt, …), as a download.
-// A name that is not a plain file name answers 400, a task or artifact that
-// does not exist 404 (naming the task's artifacts), a task not final yet 409.
+// of a final or paused task (patch.diff, trajectory.jsonl, log.txt, …; a
+// paused task's work so far), as a download. A name that is not a plain
+// file name answers 400, a task or artifact that does not exist 404
+// (naming the task's artifacts), a task running or queued 409.
 func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
 	id, name := r.PathValue("id"), r.PathValue("name")
 	if !ValidArtifactName(name) {
@@ -54,8 +55,8 @@ func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
 		s.backendError(w, r, err)
 		return
 	}
-	if !st.State.Final() {
-		writeError(w, http.StatusConflict, fmt.Sprintf("task %s is %s: its artifacts are stored when it is final", id, st.State), nil)
+	if !st.State.Final() && st.State != task.StatePaused {
+		writeError(w, http.StatusConflict, fmt.Sprintf("task %s is %s: its artifacts are stored when it is final (or paused)", id, st.State), nil)
 		return
 	}
 	var b []byte
@@ -69,6 +70,8 @@ func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
 		have := "none"
 		if st.Result != nil && len(st.Result.Artifacts) > 0 {
 			have = strings.Join(st.Result.Artifacts, ", ")
+		} else if st.Pause != nil && len(st.Pause.Artifacts) > 0 {
+			have = strings.Join(st.Pause.Artifacts, ", ")
 		}
 		writeError(w, http.StatusNotFound, fmt.Sprintf("task %s has no artifact %q (it has: %s)", id, name, have), nil)
 		return

@@ -114,6 +114,19 @@ func (c *Client) Cancel(ctx context.Context, id string) (task.Status, error) {
 	return st, decode(resp, &st)
 }
 
+// Resume queues paused task id again, to continue from where it paused,
+// and returns its status (queued); a task that is not paused gives an
+// error matching [ErrConflict].
+func (c *Client) Resume(ctx context.Context, id string) (task.Status, error) {
+	resp, err := c.do(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/resume", nil, nil)
+	if err != nil {
+		return task.Status{}, err
+	}
+	defer resp.Body.Close()
+	var st task.Status
+	return st, decode(resp, &st)
+}
+
 // Patch returns the patch of a final task ("" when it changed nothing); a
 // task not yet final gives an error matching [ErrConflict].
 func (c *Client) Patch(ctx context.Context, id string) (string, error) {

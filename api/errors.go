@@ -62,23 +62,19 @@ func (e *Error) Error() string {
 	return s
 }
 
+// statusSentinels are the sentinels an *Error of each status code matches.
+var statusSentinels = map[int]error{
+	http.StatusBadRequest:            ErrInvalid,
+	http.StatusUnauthorized:          ErrUnauthorized,
+	http.StatusForbidden:             ErrForbidden,
+	http.StatusNotFound:              ErrNotFound,
+	http.StatusConflict:              ErrConflict,
+	http.StatusRequestEntityTooLarge: ErrTooLarge,
+	http.StatusServiceUnavailable:    ErrUnavailable,
+}
+
 // Is matches the sentinel of e's status code.
 func (e *Error) Is(target error) bool {
-	switch e.StatusCode {
-	case http.StatusBadRequest:
-		return target == ErrInvalid
-	case http.StatusUnauthorized:
-		return target == ErrUnauthorized
-	case http.StatusForbidden:
-		return target == ErrForbidden
-	case http.StatusNotFound:
-		return target == ErrNotFound
-	case http.StatusConflict:
-		return target == ErrConflict
-	case http.StatusRequestEntityTooLarge:
-		return target == ErrTooLarge
-	case http.StatusServiceUnavailable:
-		return target == ErrUnavailable
-	}
-	return false
+	s, ok := statusSentinels[e.StatusCode]
+	return ok && target == s
 }

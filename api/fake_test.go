@@ -132,6 +132,24 @@ func (f *fakeBackend) Cancel(_ context.Context, id string) (task.Status, error) 
 	return st, nil
 }
 
+func (f *fakeBackend) Resume(_ context.Context, id string) (task.Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return task.Status{}, f.failWith
+	}
+	st, ok := f.tasks[id]
+	if !ok {
+		return task.Status{}, fmt.Errorf("%w: %q", task.ErrNotFound, id)
+	}
+	if st.State != task.StatePaused {
+		return st, fmt.Errorf("resume %s: %w", id, task.ErrNotPaused)
+	}
+	st.State, st.Pause = task.StateQueued, nil
+	f.tasks[id] = st
+	return st, nil
+}
+
 func (f *fakeBackend) Get(_ context.Context, id, name string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -46,6 +46,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if !s.assignTenant(w, r, &t) {
+		return
+	}
 	st, dup, err := s.cfg.Submitter.Submit(r.Context(), t)
 	if err != nil {
 		s.backendError(w, r, err)
@@ -130,6 +133,20 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, st)
 }
 
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	st, err := s.cfg.Submitter.Resume(r.Context(), id)
+	if errors.Is(err, task.ErrNotPaused) {
+		writeError(w, http.StatusConflict, fmt.Sprintf("task %s is %s: only a paused task can be resumed", id, st.State), nil)
+		return
+	}
+	if err != nil {
+		s.backendError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
 func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	st, err := s.cfg.States.Status(r.Context(), id)
@@ -137,8 +154,8 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 		s.backendError(w, r, err)
 		return
 	}
-	if !st.State.Final() {
-		writeError(w, http.StatusConflict, fmt.Sprintf("task %s is %s: no patch before it is final", id, st.State), nil)
+	if !st.State.Final() && st.State != task.StatePaused {
+		writeError(w, http.StatusConflict, fmt.Sprintf("task %s is %s: no patch before it is final (or paused)", id, st.State), nil)
 		return
 	}
 	var patch []byte
@@ -197,4 +214,21 @@ func submitFailure(e *task.SubmitError) string {
 			"Submit it again with id %q: a task is queued at most once per id", e.TaskID, e.TaskID)
 	}
 	return fmt.Sprintf("task %s was not queued: the task store is unavailable; nothing was stored, submit it again", e.TaskID)
+}
+
+// assignTenant sets the task's tenant as the server decides (Config.Tenant)
+// and refuses a task that named another: it answers 400 and returns false.
+func (s *Server) assignTenant(w http.ResponseWriter, r *http.Request, t *task.Task) bool {
+	tenant := task.DefaultTenant
+	if s.cfg.Tenant != nil {
+		tok, _ := bearer(r.Header.Get("Authorization"))
+		tenant = s.cfg.Tenant(s.tokenTenant(tok), *t)
+	}
+	if t.Tenant != "" && t.Tenant != tenant {
+		writeError(w, http.StatusBadRequest, "the server assigns the tenant", []task.FieldError{{Field: "tenant",
+			Problem: fmt.Sprintf("%q is not this request's tenant (%s): the server assigns it from the API token and the repository; leave it out", t.Tenant, tenant)}})
+		return false
+	}
+	t.Tenant = tenant
+	return true
 }

@@ -116,6 +116,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Progress": reflect.TypeFor[task.Progress](), "Event": reflect.TypeFor[task.Event](),
 	"EgressConnection": reflect.TypeFor[task.EgressConnection](), "FieldError": reflect.TypeFor[task.FieldError](),
 	"Error": reflect.TypeFor[ErrorBody](), "TaskList": reflect.TypeFor[ListResponse](),
+	"Pause": reflect.TypeFor[task.Pause](), "BudgetAccount": reflect.TypeFor[task.BudgetAccount](),
 }
 
 // TestOpenAPISchemas: every field of a task, a result, a status, an event
@@ -272,6 +273,11 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{"cancel unknown", "POST /v1/tasks/{id}/cancel", "/v1/tasks/t-nope/cancel", auth, "", nil},
 		{"cancel without token", "POST /v1/tasks/{id}/cancel", "/v1/tasks/t-run/cancel", nil, "", nil},
 		{"cancel, store broken", "POST /v1/tasks/{id}/cancel", "/v1/tasks/t-run/cancel", auth, "", errors.New("boom")},
+		{"resume", "POST /v1/tasks/{id}/resume", "/v1/tasks/t-paused/resume", auth, "", nil},
+		{"resume not paused", "POST /v1/tasks/{id}/resume", "/v1/tasks/t-run/resume", auth, "", nil},
+		{"resume unknown", "POST /v1/tasks/{id}/resume", "/v1/tasks/t-nope/resume", auth, "", nil},
+		{"resume without token", "POST /v1/tasks/{id}/resume", "/v1/tasks/t-paused/resume", nil, "", nil},
+		{"resume, store broken", "POST /v1/tasks/{id}/resume", "/v1/tasks/t-paused/resume", auth, "", errors.New("boom")},
 		{"health", "GET /healthz", "/healthz", nil, "", nil},
 		{"ready", "GET /readyz", "/readyz", nil, "", nil},
 		{"not ready", "GET /readyz", "/readyz", nil, "", errors.New("nats down")},
@@ -334,6 +340,9 @@ func sendScenario(t *testing.T, sc scenario) (int, string, []byte) {
 	f.artifacts["t-done/log.txt"] = []byte("log\n")
 	f.emit(task.Event{TaskID: "t-done", Kind: task.EventResult, State: task.StateResolved})
 	f.put(task.Status{TaskID: "t-1", State: task.StateQueued})
+	f.put(task.Status{TaskID: "t-paused", State: task.StatePaused, Reason: task.ReasonBudget, Spent: &task.Usage{CostUSD: 1},
+		Pause: &task.Pause{Reason: task.ReasonBudget, Account: task.BudgetAccount{Scope: task.BudgetRepository, Name: "https://example.com/r", DailyUSD: 5},
+			Day: "2030-01-02", SpentUSD: 4.99, NeedUSD: 0.2, At: time.Now(), Free: 1, Artifacts: []string{"patch.diff"}}})
 	if sc.name == "submit" {
 		delete(f.tasks, "t-1")
 	}

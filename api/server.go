@@ -30,8 +30,13 @@ type Submitter interface {
 	// a task with t's ID is already known.
 	Submit(ctx context.Context, t task.Task) (st task.Status, duplicate bool, err error)
 	// Cancel cancels task id: the final status of a task that was queued
-	// (or already final), the running status while its worker stops it.
+	// or paused (or already final), the running status while its worker
+	// stops it.
 	Cancel(ctx context.Context, id string) (task.Status, error)
+	// Resume queues a paused task again, to continue from where it
+	// paused; an error wrapping task.ErrNotPaused (with its status) for a
+	// task that is not paused.
+	Resume(ctx context.Context, id string) (task.Status, error)
 }
 
 // States reads task states (queue.States fits).
@@ -78,6 +83,16 @@ type Config struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" on
 	// every /v1/ request. /healthz, /readyz and /metrics are open.
 	Token string
+	// TenantToken, when set, names the tenant whose API token this is
+	// (policy.Tokens.Lookup fits): such a token is accepted like Token,
+	// and tasks submitted with it are that tenant's.
+	TenantToken func(token string) (tenant string, ok bool)
+	// Tenant, when set, assigns a submitted task's tenant from the tenant
+	// of the request's token ("" when none) and the task
+	// (policy.Policy.Tenant fits). A task naming another tenant than the
+	// one assigned is refused (400); without Tenant every task is
+	// task.DefaultTenant's. The client never chooses.
+	Tenant func(tokenTenant string, t task.Task) string
 	// MaxBody caps request bodies (DefaultMaxBody when zero); larger
 	// bodies answer 413.
 	MaxBody int64
@@ -147,6 +162,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.handle("GET /v1/tasks/{id}/patch", s.auth(s.patch))
 	s.handle("GET /v1/tasks/{id}/artifacts/{name}", s.auth(s.artifact))
 	s.handle("POST /v1/tasks/{id}/cancel", s.auth(s.cancel))
+	s.handle("POST /v1/tasks/{id}/resume", s.auth(s.resume))
 	s.handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
@@ -290,19 +306,29 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 		if rec, ok := w.(*recorder); ok {
 			rec.taskID = r.PathValue("id")
 		}
-		if s.cfg.Token == "" {
+		if s.cfg.Token == "" && s.cfg.TenantToken == nil {
 			h(w, r)
 			return
 		}
 		got, ok := bearer(r.Header.Get("Authorization"))
 		sum := sha256.Sum256([]byte(got))
-		if !ok || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
+		admin := s.cfg.Token != "" && subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1
+		if !ok || (!admin && s.tokenTenant(got) == "") {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="wrench"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token", nil)
 			return
 		}
 		h(w, r)
 	}
+}
+
+// tokenTenant is the tenant whose token tok is ("" when none).
+func (s *Server) tokenTenant(tok string) string {
+	if s.cfg.TenantToken == nil || tok == "" {
+		return ""
+	}
+	tenant, _ := s.cfg.TenantToken(tok)
+	return tenant
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header;

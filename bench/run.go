@@ -115,10 +115,33 @@ func runAll(ctx context.Context, cfg RunConfig, todo []Instance) error {
 	defer w.close()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	sem := make(chan struct{}, cfg.Concurrency)
-	var wg sync.WaitGroup
 	var progressMu sync.Mutex // Progress hears of one instance at a time
-	for _, in := range todo {
+	ForEach(ctx, len(todo), cfg.Concurrency, func(i int) {
+		in := todo[i]
+		r, patch, err := runOne(ctx, cfg, in)
+		if err == nil {
+			err = w.write(r, patch)
+		}
+		if err != nil {
+			cancel(fmt.Errorf("instance %s: %w", in.InstanceID, err))
+			return
+		}
+		if cfg.Progress != nil {
+			progressMu.Lock()
+			cfg.Progress(r)
+			progressMu.Unlock()
+		}
+	})
+	return context.Cause(ctx)
+}
+
+// ForEach calls fn(i) for each i below n, with at most limit calls at a
+// time, until ctx is done: then it starts no more. It returns when every
+// call it started has.
+func ForEach(ctx context.Context, n, limit int, fn func(i int)) {
+	sem := make(chan struct{}, max(limit, 1))
+	var wg sync.WaitGroup
+	for i := range n {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -128,23 +151,10 @@ func runAll(ctx context.Context, cfg RunConfig, todo []Instance) error {
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			r, patch, err := runOne(ctx, cfg, in)
-			if err == nil {
-				err = w.write(r, patch)
-			}
-			if err != nil {
-				cancel(fmt.Errorf("instance %s: %w", in.InstanceID, err))
-				return
-			}
-			if cfg.Progress != nil {
-				progressMu.Lock()
-				cfg.Progress(r)
-				progressMu.Unlock()
-			}
+			fn(i)
 		})
 	}
 	wg.Wait()
-	return context.Cause(ctx)
 }
 
 // runOne submits one instance's task and waits for its result.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,5 +155,42 @@ func TestTaskID(t *testing.T) {
 	tk := task.Task{ID: long, Repo: task.Repo{URL: "/r"}, Instruction: "x"}
 	if len(long) > 64 || tk.Validate() != nil {
 		t.Errorf("id %q (%d) is not a valid task id", long, len(long))
+	}
+}
+
+// TestForEach: every index runs once with at most limit at a time, and a
+// cancelled context starts no more.
+func TestForEach(t *testing.T) {
+	var mu sync.Mutex
+	running, peak, seen := 0, 0, map[int]int{}
+	ForEach(context.Background(), 20, 3, func(i int) {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		seen[i]++
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+	})
+	if len(seen) != 20 || peak > 3 || peak < 2 {
+		t.Errorf("ran %d indexes, peak %d in flight; want 20 and at most 3", len(seen), peak)
+	}
+	for i, n := range seen {
+		if n != 1 {
+			t.Errorf("index %d ran %d times", i, n)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var started atomic.Int32
+	ForEach(ctx, 100, 1, func(int) {
+		if started.Add(1) == 2 {
+			cancel()
+		}
+	})
+	if n := started.Load(); n != 2 {
+		t.Errorf("%d calls started; want none after the cancel in the second", n)
 	}
 }

@@ -71,6 +71,78 @@ func BenchmarkDispatchOverhead(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)*95/100].Microseconds())/1000, "p95-ms")
 }
 
+// BenchmarkDispatchOverheadTenants is BenchmarkDispatchOverhead with four
+// tenants' consumers in the queue (the default tenant's and three others),
+// for a task of one of them: the idle worker cannot wait on one consumer
+// and is woken by the task's publish instead.
+func BenchmarkDispatchOverheadTenants(b *testing.B) {
+	e := startNATS(b, "127.0.0.1:0")
+	c := benchConn(b, e.ClientURL())
+	tenants := []string{"t1", "t2", "t3"}
+	for _, tn := range tenants { // make each tenant's consumer
+		tk := newTask("t-pre-" + tn)
+		tk.Tenant = tn
+		if _, _, err := c.Submissions().Submit(context.Background(), tk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	entered := make(chan time.Time, 1)
+	r := dispatcher.RunnerFunc(func(_ context.Context, t task.Task, _ int, _ func(task.Event)) task.Report {
+		if t.ID[:5] != "t-pre" {
+			entered <- time.Now()
+		}
+		return quickReport(t)
+	})
+	obs := &finishCounter{done: make(chan struct{}, 4)}
+	runDispatcher(b, newDispatcher(b, benchConn(b, e.ClientURL()), r, dispatcher.Config{Slots: 1, Observer: obs}))
+	for range tenants {
+		<-obs.done
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		tk := newTask(fmt.Sprintf("t-bt%d", i))
+		tk.Tenant = tenants[i%len(tenants)]
+		start := time.Now()
+		if _, _, err := c.Submissions().Submit(context.Background(), tk); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, (<-entered).Sub(start))
+		<-obs.done
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*95/100].Microseconds())/1000, "p95-ms")
+}
+
+// BenchmarkThroughputTenants is BenchmarkThroughput with the tasks spread
+// over four tenants, which the worker serves by turns.
+func BenchmarkThroughputTenants(b *testing.B) {
+	e := startNATS(b, "127.0.0.1:0")
+	c := benchConn(b, e.ClientURL())
+	tenants := []string{"", "t1", "t2", "t3"}
+	for i := range b.N {
+		tk := newTask(fmt.Sprintf("t-tt%d", i))
+		tk.Tenant = tenants[i%len(tenants)]
+		if _, _, err := c.Submissions().Submit(context.Background(), tk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r := dispatcher.RunnerFunc(func(_ context.Context, t task.Task, _ int, _ func(task.Event)) task.Report {
+		return quickReport(t)
+	})
+	obs := &finishCounter{}
+	b.ResetTimer()
+	start := time.Now()
+	runDispatcher(b, newDispatcher(b, benchConn(b, e.ClientURL()), r, dispatcher.Config{Slots: 4, Observer: obs}))
+	for obs.n.Load() < int64(b.N) {
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+}
+
 // BenchmarkThroughput measures end-to-end tasks per second with 4 slots and
 // a runner that returns at once: the cost of the queue bookkeeping per task.
 func BenchmarkThroughput(b *testing.B) {

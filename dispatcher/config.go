@@ -41,6 +41,17 @@ type Config struct {
 	// meanwhile), until one of the same repository finishes. A worker
 	// holds at most 2 x Slots deliveries, running or waiting.
 	PerRepoLimit int
+	// Caps, when set, are cluster-wide limits on the tasks of a tenant and
+	// of a repository running at once across every worker sharing the
+	// queue (the policy's max_running), enforced with the queue's Limits
+	// semaphore (required then). A task over a limit is held like one over
+	// PerRepoLimit; a tenant at its limit is skipped when fetching, so its
+	// tasks wait in the queue and other tenants' go ahead.
+	Caps Caps
+	// Tenants are the tenants the policy names: their consumers are made
+	// when the queue is opened, before any of their tasks arrives, so an
+	// autoscaler reading them works from the start.
+	Tenants []string
 	// Grace is how long running tasks may go on after Run's ctx is done
 	// before they are cancelled and handed back; 0 hands them back at once.
 	Grace time.Duration
@@ -170,6 +181,10 @@ func (c Config) backoff(attempt int) time.Duration {
 // Observer receives the dispatcher's lifecycle hooks, for metrics and
 // traces. Methods are called from many goroutines and must not block. Embed
 // [NopObserver] to implement only some.
+//
+// It has more methods than the five an interface here usually has because
+// it is one sink (telemetry's) for every point of a delivery's life:
+// split, each part would be wired the same way to the same value.
 type Observer interface {
 	// TaskStarted is called when a delivery is about to run: attempt is the
 	// delivery count (>1 is a redelivery), queueWait the time since the task
@@ -188,6 +203,9 @@ type Observer interface {
 	// toward the task's deliveries), "worker fault: …" (this worker's own
 	// infrastructure is unusable; it does not count) or "shutdown".
 	TaskRequeued(ctx context.Context, id string, attempt int, reason string)
+	// TaskPaused is called when a task is paused rather than finished
+	// (reason task.ReasonBudget: a spend cap above it would be crossed).
+	TaskPaused(ctx context.Context, id string, attempt int, reason string)
 	// TaskDeadLettered is called when a task is moved to the dead-letter
 	// stream.
 	TaskDeadLettered(ctx context.Context, id string, reason string)
@@ -219,6 +237,9 @@ func (NopObserver) TaskFinished(context.Context, task.Result, time.Duration) {}
 
 // TaskRequeued does nothing.
 func (NopObserver) TaskRequeued(context.Context, string, int, string) {}
+
+// TaskPaused does nothing.
+func (NopObserver) TaskPaused(context.Context, string, int, string) {}
 
 // TaskDeadLettered does nothing.
 func (NopObserver) TaskDeadLettered(context.Context, string, string) {}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wrenchworks/wrench/internal/logctx"
 	"github.com/wrenchworks/wrench/queue"
 )
 
@@ -45,6 +46,8 @@ type Dispatcher struct {
 	running map[*flight]struct{}
 	repos   map[string]int
 	repoCh  chan struct{} // closed and replaced when a repo slot frees
+
+	lim limitView
 }
 
 // New returns a dispatcher that runs tasks from q with runner. It does
@@ -56,6 +59,9 @@ func New(q Queue, runner Runner, cfg Config) (*Dispatcher, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Caps != nil && q.Limits == nil {
+		return nil, errors.New("dispatcher: Config.Caps needs the queue's Limits")
 	}
 	if p, ok := runner.(Prober); ok && cfg.Probe == nil {
 		cfg.Probe = p.Probe
@@ -71,6 +77,7 @@ func New(q Queue, runner Runner, cfg Config) (*Dispatcher, error) {
 		running: make(map[*flight]struct{}),
 		repos:   make(map[string]int),
 		repoCh:  make(chan struct{}),
+		lim:     limitView{expires: map[string][]time.Time{}, changed: make(chan struct{})},
 	}
 	d.health.fault, d.health.back = errNotStarted, make(chan struct{})
 	return d, nil
@@ -87,7 +94,7 @@ func OpenQueue(ctx context.Context, w Work, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if err := w.Open(ctx, queue.ConsumerConfig{AckWait: cfg.AckWait, MaxDeliver: cfg.MaxDeliver}); err != nil {
+	if err := w.Open(ctx, queue.ConsumerConfig{AckWait: cfg.AckWait, MaxDeliver: cfg.MaxDeliver, Tenants: cfg.Tenants}); err != nil {
 		return fmt.Errorf("dispatcher: %w", err)
 	}
 	return nil
@@ -105,7 +112,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if !d.started.CompareAndSwap(false, true) {
 		return errors.New("dispatcher: Run called twice")
 	}
-	err := d.q.Work.Open(ctx, queue.ConsumerConfig{AckWait: d.cfg.AckWait, MaxDeliver: d.cfg.MaxDeliver})
+	cc := queue.ConsumerConfig{AckWait: d.cfg.AckWait, MaxDeliver: d.cfg.MaxDeliver, Tenants: d.cfg.Tenants}
+	if d.cfg.Caps != nil {
+		cc.Eligible = d.eligible
+	}
+	err := d.q.Work.Open(ctx, cc)
 	if err == nil {
 		return d.run(ctx)
 	}
@@ -130,6 +141,9 @@ func (d *Dispatcher) run(ctx context.Context) error {
 	bgWG.Go(func() { d.routeCancels(cancels) })
 	bgWG.Go(func() { d.deadLetterLoop(bg) })
 	bgWG.Go(func() { d.lagLoop(bg) })
+	if d.cfg.Caps != nil {
+		bgWG.Go(func() { d.watchLimits(bg) })
+	}
 	d.start(ctx)
 	bgWG.Go(func() { d.healthLoop(bg) })
 
@@ -323,14 +337,19 @@ func (d *Dispatcher) deadLetterLoop(ctx context.Context) {
 		if b.TaskID == "" {
 			continue
 		}
-		d.log.Warn("task dead-lettered: deliveries exhausted", "task_id", b.TaskID, "reason", b.Reason)
-		d.obs.TaskDeadLettered(ctx, b.TaskID, b.Reason)
+		tctx := ctx // the task's trace, for its log lines
+		if b.Trace != nil {
+			tctx = b.Trace(ctx)
+		}
+		log := logctx.Bind(tctx, d.log.With("task_id", b.TaskID))
+		log.Warn("task dead-lettered: deliveries exhausted", "reason", b.Reason)
+		d.obs.TaskDeadLettered(tctx, b.TaskID, b.Reason)
 		if b.Settled && b.Status.Result != nil {
 			d.obs.TaskFinished(ctx, *b.Status.Result, 0)
 		}
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(tctx), finishTimeout)
 		if err := d.finalizeStatus(fctx, b.Status); err != nil {
-			d.log.Error("finalize dead-lettered task", "task_id", b.TaskID, "err", err)
+			log.Error("finalize dead-lettered task", "err", err)
 		}
 		cancel()
 	}

@@ -84,9 +84,12 @@ func TestInvalidTasksAreRejectedAndTerminated(t *testing.T) {
 			}
 		})
 	}
-	// A message whose subject names no valid task is terminated too.
-	if _, err := natstest.JetStream(t, e).Publish(context.Background(), queue.TaskSubjectPrefix+"a.b", []byte("{}")); err != nil {
-		t.Fatal(err)
+	// A message whose subject names no valid task is removed too: too
+	// many tokens, or a tenant that is not a tenant's name.
+	for _, subj := range []string{"a.b.c", "Not_A_Tenant.t-x", "t-x.bad!id"} {
+		if _, err := natstest.JetStream(t, e).Publish(context.Background(), queue.TaskSubjectPrefix+subj, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitFor(t, "all invalid messages to be terminated", func() bool { return natstest.StreamMsgs(t, e, queue.TasksStream) == 0 })
 	if n := r.total(); n != 2 {
@@ -138,9 +141,12 @@ func TestRetryExhaustedGoesToDeadLetter(t *testing.T) {
 	if st.State != task.StateFailed || !strings.Contains(st.Reason, "deliveries exhausted (2)") || !strings.Contains(st.Reason, "clone: connection refused") {
 		t.Fatalf("status = %+v", st)
 	}
-	if _, err := natstest.Stream(t, e, queue.DeadLetterStream).GetLastMsgForSubject(context.Background(), queue.DeadLetterSubjectPrefix+"t-exh"); err != nil {
-		t.Fatalf("no dead letter: %v", err)
-	}
+	// The final result is written before the message is copied to the
+	// dead letters and terminated.
+	waitFor(t, "the dead letter", func() bool {
+		_, err := natstest.Stream(t, e, queue.DeadLetterStream).GetLastMsgForSubject(context.Background(), queue.DeadLetterSubjectPrefix+"t-exh")
+		return err == nil
+	})
 	waitFor(t, "the task message to be terminated", func() bool { return natstest.StreamMsgs(t, e, queue.TasksStream) == 0 })
 	if got := r.runs("t-exh"); len(got) != 2 {
 		t.Fatalf("runs = %v, want 2", got)

@@ -115,7 +115,7 @@ func (p *eventPump) close() {
 	timer.Stop()
 	p.stopPub()
 	if dropped > 0 {
-		p.f.d.log.Warn("events dropped: publisher too slow", "task_id", p.f.t.ID, "dropped", dropped)
+		p.f.log().Warn("events dropped: publisher too slow", "dropped", dropped)
 	}
 }
 

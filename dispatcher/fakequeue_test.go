@@ -195,6 +195,15 @@ func (l *fakeLease) Requeue(_ context.Context, reason string, _ *task.Usage) err
 	return nil
 }
 
+func (l *fakeLease) Pause(_ context.Context, p task.Pause, spent *task.Usage, _ []byte) error {
+	l.q.mu.Lock()
+	defer l.q.mu.Unlock()
+	st := l.q.states[l.id]
+	st.State, st.Reason, st.Pause, st.Spent = task.StatePaused, p.Reason, &p, spent
+	l.q.states[l.id] = st
+	return nil
+}
+
 type fakeSink struct{}
 
 func (fakeSink) Publish(context.Context, task.Event) error { return nil }
@@ -264,5 +273,48 @@ func TestAcknowledgementsWithoutAServer(t *testing.T) {
 	}
 	if q.opened.AckWait != time.Minute || q.opened.MaxDeliver != 3 {
 		t.Errorf("consumer opened with %+v", q.opened)
+	}
+}
+
+// budgetSink records how long each result event's publish was given.
+type budgetSink struct {
+	fakeSink
+	budgets chan time.Duration
+}
+
+func (s budgetSink) Publish(ctx context.Context, ev task.Event) error {
+	if ev.Kind == task.EventResult {
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(time.Hour)
+		}
+		s.budgets <- time.Until(deadline)
+	}
+	return nil
+}
+
+// A result event is given time to outlast a NATS leader election (its
+// publish is tried again until stored); with the ten seconds of other
+// events, a leader killed as a task finished lost the task's result event.
+func TestResultEventOutlastsElection(t *testing.T) {
+	q := newFakeQueue()
+	sink := budgetSink{budgets: make(chan time.Duration, 1)}
+	fq := q.queue()
+	fq.Events = sink
+	d, err := dispatcher.New(fq, newFakeRunner(), dispatcher.Config{AckWait: time.Minute, FetchWait: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDispatcher(t, d)
+	b, _ := json.Marshal(newTask("t-budget"))
+	q.deliver(t, "t-budget", 1, b)
+	q.waitEnded(t, "t-budget")
+	select {
+	case got := <-sink.budgets:
+		if got < 30*time.Second {
+			t.Fatalf("result event publish given %v, want at least 30s", got)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("no result event published")
 	}
 }

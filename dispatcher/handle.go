@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/wrenchworks/wrench/internal/logctx"
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -18,6 +20,13 @@ import (
 const (
 	opTimeout     = 10 * time.Second
 	finishTimeout = 2 * time.Minute
+	// storeTimeout bounds one try at storing a result or its artifacts.
+	storeTimeout = 30 * time.Second
+	// resultEventTimeout bounds publishing a result event, tried again
+	// through a NATS leader election; it is shorter than the event
+	// stream's duplicate window (queue.DefaultDuplicateWindow), which
+	// stores the tries once.
+	resultEventTimeout = time.Minute
 )
 
 // flight is one delivery being handled.
@@ -33,8 +42,21 @@ type flight struct {
 	queueWait time.Duration
 	cancel    context.CancelCauseFunc
 	lease     atomic.Pointer[Lease]
+	limits    atomic.Pointer[heldLimits] // places under cluster-wide limits
 	events    atomic.Pointer[eventPump]
 	flushMu   sync.Mutex // orders progress writes
+	logger    atomic.Pointer[slog.Logger]
+}
+
+// log is the flight's logger: its lines say task_id and are handled with
+// the task's context (see bindLog).
+func (f *flight) log() *slog.Logger { return f.logger.Load() }
+
+// bindLog makes the flight log with ctx's values: the delivery's trace
+// context until the run starts, then the run's (its task span), so that
+// every line of the task carries its trace (docs/operations.md, "Logs").
+func (f *flight) bindLog(ctx context.Context) {
+	f.logger.Store(logctx.Bind(ctx, f.d.log.With("task_id", f.t.ID)))
 }
 
 // charged is the task's deliveries so far that count toward its limit,
@@ -65,18 +87,19 @@ func (d *Dispatcher) untrack(f *flight) {
 // run slot it was fetched with.
 func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 	attempt := dl.Attempt
-	t, err := decodeTask(dl.Data, dl.TaskID)
-	if err != nil {
-		d.reject(runBase, dl, t, err)
-		return
-	}
 	base := runBase
 	if dl.Trace != nil {
 		base = dl.Trace(base)
 	}
+	t, err := decodeTask(dl.Data, dl.TaskID)
+	if err != nil {
+		d.reject(base, dl, t, err)
+		return
+	}
 	ctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
 	f := &flight{d: d, dl: dl, t: t, attempt: attempt, free: dl.Free, cancel: cancel, queueWait: time.Since(dl.Published)}
+	f.bindLog(ctx)
 	d.track(f)
 	defer d.untrack(f)
 	hb := f.startHeartbeat()
@@ -84,8 +107,13 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 
 	release, holdErr := d.holdRepo(ctx, t, s)
 	defer release()
+	if holdErr == nil {
+		var releaseCluster func()
+		releaseCluster, holdErr = d.holdCluster(ctx, f, s)
+		defer releaseCluster()
+	}
 	if holdErr != nil && errors.Is(context.Cause(ctx), errShutdown) {
-		d.log.Info("hand back held task", "task_id", t.ID)
+		f.log().Info("hand back held task")
 		f.handBack(ctx, "worker shutdown: handed back")
 		d.obs.TaskRequeued(ctx, t.ID, attempt, "shutdown")
 		return
@@ -97,16 +125,16 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 	if errors.Is(err, queue.ErrDuplicate) {
 		// The holder's own message stays queued until it finishes: ending
 		// this copy loses nothing, and it cannot take the task over.
-		d.log.Info("duplicate delivery of a running task ended without running", "task_id", t.ID, "attempt", attempt, "err", err)
+		f.log().Info("duplicate delivery of a running task ended without running", "attempt", attempt, "err", err)
 		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 		defer fcancel()
 		if err := retryOp(fctx, func() error { return dl.Term(fctx, "") }); err != nil {
-			d.log.Warn("end duplicate delivery", "task_id", t.ID, "err", err)
+			f.log().Warn("end duplicate delivery", "err", err)
 		}
 		return
 	}
 	if errors.Is(err, queue.ErrFinal) {
-		d.log.Info("delivery of a final task acked without running", "task_id", t.ID, "attempt", attempt)
+		f.log().Info("delivery of a final task acked without running", "attempt", attempt)
 		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		defer fcancel()
 		if f.finalize(fctx, prev) {
@@ -115,7 +143,7 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 		return
 	}
 	if err != nil {
-		d.log.Warn("claim task", "task_id", t.ID, "err", err)
+		f.log().Warn("claim task", "err", err)
 		f.nak(d.cfg.backoff(attempt))
 		d.obs.TaskRequeued(ctx, t.ID, attempt, "retry: state store unavailable")
 		return
@@ -127,7 +155,7 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 		// server's own limit is per message).
 		res := task.Result{Status: task.StateFailed, Fault: task.FaultInfra, Usage: redeliveryOf(lease).Spent,
 			Reason: fmt.Sprintf("deliveries exhausted (%d): the worker stopped responding on the last attempt", d.cfg.MaxDeliver)}
-		d.log.Warn("task dead-lettered: deliveries exhausted", "task_id", t.ID, "attempt", attempt)
+		f.log().Warn("task dead-lettered: deliveries exhausted", "attempt", attempt)
 		f.conclude(ctx, verdict{action: bury, result: res}, nil, 0)
 		return
 	}
@@ -136,17 +164,18 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 	if ok, err := d.q.States.CancelRequested(opCtx, t.ID); ok {
 		cancel(errCancelled)
 	} else if err != nil {
-		d.log.Warn("check cancel request", "task_id", t.ID, "err", err)
+		f.log().Warn("check cancel request", "err", err)
 	}
 	opCancel()
 
 	runCtx := d.obs.TaskStarted(task.WithRedelivery(ctx, redeliveryOf(lease)), t, attempt, f.queueWait)
+	f.bindLog(runCtx)
 	pump := d.newEventPump(runCtx, f)
 	f.events.Store(pump)
 	start := time.Now()
 	var rep task.Report
 	if ctx.Err() == nil {
-		d.log.Info("task started", "task_id", t.ID, "attempt", attempt)
+		f.log().Info("task started", "tenant", t.TenantName(), "attempt", attempt)
 		rep = d.runner.Run(runCtx, t, attempt, pump.send)
 	}
 	elapsed := time.Since(start)
@@ -204,7 +233,8 @@ func decodeTask(data []byte, id string) (task.Task, error) {
 // named) and Term, so it is never delivered again.
 func (d *Dispatcher) reject(ctx context.Context, dl *Delivery, t task.Task, verr error) {
 	id := dl.TaskID
-	d.log.Warn("reject invalid task", "task_id", id, "err", verr)
+	log := logctx.Bind(ctx, d.log.With("task_id", id))
+	log.Warn("reject invalid task", "err", verr)
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer cancel()
 	if id != "" {
@@ -215,7 +245,7 @@ func (d *Dispatcher) reject(ctx context.Context, dl *Delivery, t task.Task, verr
 		res := task.Result{Status: task.StateRejected, Reason: verr.Error(), Attempt: dl.Attempt, Worker: d.cfg.WorkerID}
 		st, written, err := d.q.States.Settle(opCtx, id, tp, res)
 		if err != nil {
-			d.log.Warn("record rejection", "task_id", id, "err", err)
+			log.Warn("record rejection", "err", err)
 			_ = dl.Nak(d.cfg.backoff(dl.Attempt))
 			return
 		}
@@ -224,11 +254,11 @@ func (d *Dispatcher) reject(ctx context.Context, dl *Delivery, t task.Task, verr
 			d.obs.TaskFinished(ctx, *st.Result, 0)
 		}
 		if err := d.finalizeStatus(opCtx, st); err != nil {
-			d.log.Warn("finalize rejected task", "task_id", id, "err", err)
+			log.Warn("finalize rejected task", "err", err)
 		}
 	}
 	if err := dl.Term(opCtx, ""); err != nil {
-		d.log.Warn("term invalid task", "task_id", id, "err", err)
+		log.Warn("term invalid task", "err", err)
 	}
 }
 
@@ -237,26 +267,28 @@ func (f *flight) conclude(ctx context.Context, v verdict, artifacts map[string][
 	d, t := f.d, f.t
 	switch v.action {
 	case discard:
-		d.log.Warn("task taken over by another worker; result discarded", "task_id", t.ID, "attempt", f.attempt)
+		f.log().Warn("task taken over by another worker; result discarded", "attempt", f.attempt)
 	case finish:
 		f.finish(ctx, v.result, artifacts, elapsed, f.ack)
 	case handBack:
-		d.log.Info("hand back task at shutdown", "task_id", t.ID, "attempt", f.attempt)
+		f.log().Info("hand back task at shutdown", "attempt", f.attempt)
 		f.handBack(ctx, v.reason)
 		d.obs.TaskRequeued(ctx, t.ID, f.attempt, "shutdown")
 	case retry:
-		d.log.Warn("infrastructure fault; task handed back", "task_id", t.ID, "attempt", f.attempt, "reason", v.reason)
+		f.log().Warn("infrastructure fault; task handed back", "attempt", f.attempt, "reason", v.reason)
 		f.requeue(ctx, v.reason, v.delay)
 		d.obs.TaskRequeued(ctx, t.ID, f.attempt, v.reason)
 	case handOver:
-		d.log.Warn("this worker's infrastructure is unusable; task handed over without counting the delivery", "task_id", t.ID, "attempt", f.attempt, "reason", v.reason)
+		f.log().Warn("this worker's infrastructure is unusable; task handed over without counting the delivery", "attempt", f.attempt, "reason", v.reason)
 		f.handOver(ctx, v.reason)
 		d.obs.TaskRequeued(ctx, t.ID, f.attempt, v.reason)
+	case pause:
+		f.pause(ctx, *v.pause, artifacts, v.reason)
 	case bury:
 		f.finish(ctx, v.result, artifacts, elapsed, func(ctx context.Context) {
 			err := retryOp(ctx, func() error { return f.dl.Term(ctx, v.result.Reason) })
 			if err != nil {
-				d.log.Error("dead-letter task", "task_id", t.ID, "err", err)
+				f.log().Error("dead-letter task", "err", err)
 				return
 			}
 			d.obs.TaskDeadLettered(ctx, t.ID, v.result.Reason)

@@ -39,8 +39,8 @@ func (d *Dispatcher) start(ctx context.Context) {
 }
 
 // Ready reports nil while the dispatcher takes tasks, and the fault that
-// stops it (its worker's engine, image or disk is unusable) while it does
-// not; it probes again every Config.ProbeInterval and takes tasks again on
+// stops it (its worker's engine, image or disk is unusable, or the queue's
+// store takes no writes) while it does not; it probes again every Config.ProbeInterval and takes tasks again on
 // its own once the probe passes.
 func (d *Dispatcher) Ready() error {
 	d.health.mu.Lock()
@@ -62,7 +62,7 @@ func (d *Dispatcher) setUnready(fault error) {
 	}
 	d.health.mu.Unlock()
 	if was || prev == errNotStarted {
-		d.log.Error("worker unready: its own infrastructure is unusable; not taking tasks until a probe passes", "err", fault, "probe_every", d.cfg.ProbeInterval)
+		d.log.Error("worker unready: its own infrastructure or the queue's store is unusable; not taking tasks until a probe passes", "err", fault, "probe_every", d.cfg.ProbeInterval)
 		d.obs.Readiness(false)
 	}
 }
@@ -102,14 +102,22 @@ func (d *Dispatcher) waitReady(ctx context.Context) error {
 	}
 }
 
-// probe runs Config.Probe (nil when there is none).
+// probe runs Config.Probe and the queue's store probe (nil when there are
+// none).
 func (d *Dispatcher) probe(ctx context.Context) error {
-	if d.cfg.Probe == nil {
+	if d.cfg.Probe == nil && d.q.StoreReady == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
 	defer cancel()
-	err := d.cfg.Probe(ctx)
+	var errs []error
+	if d.cfg.Probe != nil {
+		errs = append(errs, d.cfg.Probe(ctx))
+	}
+	if d.q.StoreReady != nil {
+		errs = append(errs, d.q.StoreReady(ctx))
+	}
+	err := errors.Join(errs...)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -131,7 +139,7 @@ func (d *Dispatcher) localFault(ctx context.Context) error {
 // healthLoop probes every ProbeInterval while the dispatcher is unready,
 // until ctx is done (run probes once before the first fetch).
 func (d *Dispatcher) healthLoop(ctx context.Context) {
-	if d.cfg.Probe == nil {
+	if d.cfg.Probe == nil && d.q.StoreReady == nil {
 		return
 	}
 	tick := time.NewTicker(d.cfg.ProbeInterval)

@@ -56,8 +56,11 @@ func (f *flight) startHeartbeat() *heartbeat {
 				}
 			case <-beat.C:
 				if err := f.dl.InProgress(); err != nil {
-					d.log.Warn("heartbeat", "task_id", f.t.ID, "err", err)
+					f.log().Warn("heartbeat", "err", err)
 				}
+				rctx, rcancel := context.WithTimeout(context.Background(), d.cfg.AckWait/3)
+				f.renewLimits(rctx)
+				rcancel()
 				lease := f.leaseOf()
 				if lease == nil {
 					continue
@@ -66,7 +69,7 @@ func (f *flight) startHeartbeat() *heartbeat {
 				if err := lease.Touch(ctx); errors.Is(err, queue.ErrLostLease) {
 					f.cancel(errLostLease)
 				} else if err != nil {
-					d.log.Warn("refresh task state", "task_id", f.t.ID, "err", err)
+					f.log().Warn("refresh task state", "err", err)
 				}
 				cancel()
 			}

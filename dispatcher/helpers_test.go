@@ -289,6 +289,10 @@ func (o *recordingObserver) TaskRequeued(_ context.Context, id string, _ int, re
 	}
 }
 
+func (o *recordingObserver) TaskPaused(_ context.Context, id string, _ int, reason string) {
+	o.add("paused:" + id + ":" + reason)
+}
+
 func (o *recordingObserver) TaskDeadLettered(_ context.Context, id, _ string) { o.add("dead:" + id) }
 
 func (o *recordingObserver) Slots(busy, total int) {

@@ -28,9 +28,12 @@ const (
 	// new message, without counting the delivery, for a worker whose
 	// infrastructure works (this one stops fetching until it does).
 	handOver
+	// pause: a spend cap above the task stopped it; record it paused with
+	// its work's artifacts, then Ack (it runs again when resumed).
+	pause
 )
 
-var actionNames = [...]string{"discard", "finish", "hand back", "retry", "bury", "hand over"}
+var actionNames = [...]string{"discard", "finish", "hand back", "retry", "bury", "hand over", "pause"}
 
 func (a action) String() string { return actionNames[a] }
 
@@ -43,6 +46,8 @@ type verdict struct {
 	reason string
 	// delay before redelivery (retry).
 	delay time.Duration
+	// pause of a paused task.
+	pause *task.Pause
 }
 
 // decide maps how a run ended (its report, the cause its context was
@@ -64,6 +69,8 @@ func decide(rep task.Report, cause error, charged int, cfg Config, local error) 
 		res := rep.Result
 		res.Status, res.Reason = task.StateCancelled, "cancelled"
 		return verdict{action: finish, result: res}
+	case rep.Pause != nil:
+		return verdict{action: pause, pause: rep.Pause, reason: rep.Result.Reason}
 	case local != nil && rep.Result.Fault == task.FaultInfra && rep.Result.Status != task.StateResolved:
 		return verdict{action: handOver, reason: "worker fault: " + local.Error()}
 	case rep.Retry && charged < cfg.MaxDeliver:

@@ -24,6 +24,8 @@ func TestDecide(t *testing.T) {
 		return task.Report{Result: task.Result{Status: task.StateFailed, Reason: reason}, Retry: true}
 	}
 	wrapped := func(e error) error { return fmt.Errorf("run: %w", e) }
+	paused := task.Report{Result: task.Result{Status: task.StatePaused, Reason: "budget: repository r had spent …"},
+		Pause: &task.Pause{Reason: task.ReasonBudget}}
 	for _, c := range []struct {
 		name       string
 		rep        task.Report
@@ -49,6 +51,9 @@ func TestDecide(t *testing.T) {
 		{"infrastructure fault, second attempt", infra("image missing"), nil, 2, retry, "", "retry: image missing", time.Minute},
 		{"infrastructure fault without a reason", infra(""), nil, 1, retry, "", "unknown infrastructure fault", time.Second},
 		{"infrastructure fault on the last delivery", infra("engine gone"), nil, 3, bury, task.StateFailed, "deliveries exhausted (3): engine gone", 0},
+		{"paused by a budget", paused, nil, 3, pause, "", "budget: repository r", 0},
+		{"paused, then cancelled", paused, errCancelled, 1, finish, task.StateCancelled, "cancelled", 0},
+		{"paused at shutdown", paused, errShutdown, 1, handBack, "", "worker shutdown", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := decide(c.rep, c.cause, c.attempt, cfg, nil)

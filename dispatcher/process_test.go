@@ -73,6 +73,7 @@ func helperWorker() int {
 	ackWait, _ := time.ParseDuration(os.Getenv("WRENCH_ACK_WAIT"))
 	d, err := dispatcher.New(dispatcher.NATS(conn), r, dispatcher.Config{
 		Slots: slots, WorkerID: os.Getenv("WRENCH_WORKER_ID"), AckWait: ackWait, FetchWait: 200 * time.Millisecond,
+		Caps: parseCaps(os.Getenv("WRENCH_TENANT_LIMITS")),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

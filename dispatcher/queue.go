@@ -15,6 +15,13 @@ type Queue struct {
 	States    States
 	Events    EventPublisher
 	Artifacts ArtifactStore
+	// Limits holds the places under cluster-wide limits; only needed with
+	// Config.Caps.
+	Limits Semaphore
+	// StoreReady, when set, reports whether the store takes writes (the
+	// results and artifacts of tasks): it is part of the dispatcher's
+	// probe, so a worker whose store cannot write takes no task.
+	StoreReady func(ctx context.Context) error
 }
 
 func (q Queue) complete() bool {
@@ -93,6 +100,10 @@ type States interface {
 
 // Lease is a run's claim on a task's state record. Its writes fail with an
 // error wrapping queue.ErrLostLease once another run took the task over.
+//
+// Its methods, more than five, are the life of one claim (write, keep
+// alive, finish, hand back or pause; what it found and what it last
+// wrote): they share the claim's revision, so they stay one interface.
 type Lease interface {
 	Update(ctx context.Context, fn func(*task.Status)) error
 	Touch(ctx context.Context) error
@@ -100,6 +111,9 @@ type Lease interface {
 	// Requeue hands the task back with reason; spent, when not nil, is
 	// the model use of its attempts so far (Status.Spent).
 	Requeue(ctx context.Context, reason string, spent *task.Usage) error
+	// Pause records the task paused (p) rather than queued, with spent
+	// and its message body kept for when it is resumed.
+	Pause(ctx context.Context, p task.Pause, spent *task.Usage, message []byte) error
 	// Previous is the task's record as the claim found it; Status as
 	// this lease last wrote it.
 	Previous() task.Status
@@ -118,7 +132,8 @@ type ArtifactStore interface {
 
 // NATS is the Queue of a NATS connection.
 func NATS(c *queue.Conn) Queue {
-	return Queue{Work: natsWork{c.Work()}, States: natsStates{c.States()}, Events: c.Events(), Artifacts: c.Artifacts()}
+	return Queue{Work: natsWork{c.Work()}, States: natsStates{c.States()}, Events: c.Events(), Artifacts: c.Artifacts(), Limits: c.Limits(),
+		StoreReady: c.StoreReady}
 }
 
 type natsWork struct{ *queue.Work }

@@ -89,7 +89,7 @@ func pythonSandbox(t testing.TB, dir string) sandbox.Sandbox {
 		t.Skipf("no %s (make image): %v", dockertest.DefaultImage, err)
 	}
 	deployment := dockertest.Deployment(t)
-	p, err := docker.New(ctx, docker.Config{Client: cli, ShimPath: shimPath, DefaultImage: dockertest.DefaultImage,
+	p, err := docker.New(ctx, docker.Config{Engine: docker.NewEngine(cli), ShimPath: shimPath, DefaultImage: dockertest.DefaultImage,
 		Deployment: deployment, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -284,7 +284,7 @@ func (s *Session) accept() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			s.cfg.Logger.Debug("egress accept", "task", s.current().taskID, "err", err)
+			s.cfg.Logger.Debug("egress accept", "task_id", s.current().taskID, "err", err)
 			time.Sleep(10 * time.Millisecond) // EMFILE and the like: back off
 			continue
 		}

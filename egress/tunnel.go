@@ -106,7 +106,7 @@ func describe(s *Session, err error) error {
 }
 
 // open checks the session's byte budget and the allowlist for rec.Host and
-// dials it. On refusal or failure it answers the client, audits rec and
+// dials it. On refusal or failure it audits rec, answers the client and
 // returns false.
 func (cc *clientConn) open(f *flow, rec *Record) (net.Conn, bool) {
 	s := cc.s
@@ -116,8 +116,11 @@ func (cc *clientConn) open(f *flow, rec *Record) (net.Conn, bool) {
 			rec.Err = err.Error()
 		}
 		rec.Duration = time.Since(f.begin)
-		cc.reply(a)
+		// Audit before answering: the client may act on the answer at
+		// once (a warm sandbox's session is assigned to a task), and the
+		// refusal belongs to whoever held the session when it was made.
 		s.audit(*rec)
+		cc.reply(a)
 		return nil, false
 	}
 	if used := s.used.Load(); used >= s.cfg.MaxSessionBytes {

@@ -197,8 +197,9 @@ func (b *Builder) Prepare(ctx context.Context, req Request) (*Prepared, error) {
 }
 
 // Ensure returns the snapshot of the task's environment, building it
-// (setup) when there is none; it starts no agent sandbox. `wrench env
-// build` uses it to build ahead of tasks.
+// (setup) when there is none; it starts no agent sandbox. Prepare calls
+// it first. (`wrench env build` goes through worker.Prebuild, which
+// prepares a whole task's sandbox and removes it.)
 func (b *Builder) Ensure(ctx context.Context, req Request) (Snapshot, *task.SetupRun, error) {
 	emit := func(ev task.Event) {
 		if req.Events != nil {
@@ -242,7 +243,7 @@ func (b *Builder) Ensure(ctx context.Context, req Request) (Snapshot, *task.Setu
 		emit(task.Event{Text: "snapshot hit " + key[:16]})
 	}
 	if err := b.cfg.Store.Touch(key, time.Now()); err != nil {
-		b.log.Warn("record environment use", "key", key, "err", err)
+		b.log.WarnContext(ctx, "record environment use", "key", key, "err", err)
 	}
 	return sn, run, nil
 }
@@ -255,10 +256,10 @@ func (b *Builder) prune(ctx context.Context, keep string) {
 	}
 	removed, err := b.cfg.Store.Prune(context.WithoutCancel(ctx), PruneOptions{MaxBytes: b.cfg.MaxBytes, Keep: map[string]bool{keep: true}})
 	for _, sn := range removed {
-		b.log.Info("environment snapshot pruned", "key", sn.Key, "image", sn.Image, "repo", sn.Repo, "last_used", sn.LastUsed)
+		b.log.InfoContext(ctx, "environment snapshot pruned", "key", sn.Key, "image", sn.Image, "repo", sn.Repo, "last_used", sn.LastUsed)
 	}
 	if err != nil {
-		b.log.Warn("prune environment snapshots", "err", err)
+		b.log.WarnContext(ctx, "prune environment snapshots", "err", err)
 	}
 }
 

@@ -33,8 +33,9 @@
 //
 // # Store
 //
-// Snapshots are local images named wrench-env:<key prefix> with labels; an
-// index in the data dir records when each was last used, and Prune removes
+// Snapshots are local images named wrench-env:<deployment>-<key prefix>
+// with labels, so deployments sharing an engine keep their own; an index in
+// the data dir records when each was last used, and Prune removes
 // the least recently used beyond a size budget (and those older than an
 // age). Builds of one key take turns through a lock file, so five tasks on
 // the same repository run setup once.

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 // rig is a builder on the real engine with the product's sandbox image,
 // a workspace manager with mirrors, and a repository of our own.
 type rig struct {
-	t       *testing.T
+	t       testing.TB
 	p       *docker.Provider
 	b       *environment.Builder
 	store   *environment.Store
@@ -44,9 +44,13 @@ type rig struct {
 	repo    string
 	deploy  string
 	created []string // snapshot images to remove
+	// extraEnv is added to the environment of every later prepare (a
+	// different environment is a different key).
+	extraEnv map[string]string
 }
 
-func newRig(t *testing.T) *rig {
+// newRig returns a rig; mods change the builder's configuration.
+func newRig(t testing.TB, mods ...func(*environment.Config)) *rig {
 	t.Helper()
 	cli, shim, _ := denv.Setup(t)
 	ctx := context.Background()
@@ -58,7 +62,7 @@ func newRig(t *testing.T) *rig {
 	}
 	r := &rig{t: t, deploy: dockertest.Deployment(t)}
 	var err error
-	r.p, err = docker.New(ctx, docker.Config{Client: cli, ShimPath: shim, Deployment: r.deploy, Logger: slog.New(slog.DiscardHandler)})
+	r.p, err = docker.New(ctx, docker.Config{Engine: docker.NewEngine(cli), ShimPath: shim, Deployment: r.deploy, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +75,11 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.b, err = environment.NewBuilder(environment.Config{Sandboxes: r.p, Images: r.p, Snapshots: r.p, Store: r.store})
+	cfg := environment.Config{Sandboxes: r.p, Images: r.p, Snapshots: r.p, Store: r.store}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	r.b, err = environment.NewBuilder(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +153,12 @@ func (r *rig) prepare(taskID string, secrets map[string]string) (*environment.Pr
 		r.t.Fatal(err)
 	}
 	eff.SecretNames = nil
+	for k, v := range r.extraEnv {
+		if eff.Env == nil {
+			eff.Env = map[string]string{}
+		}
+		eff.Env[k] = v
+	}
 	for k := range secrets {
 		eff.SecretNames = append(eff.SecretNames, k)
 	}

@@ -228,22 +228,7 @@ type ReviewComment struct {
 // ListReviewComments returns the review comments of pull request number,
 // oldest first, following the Link header for up to 3,000.
 func (c *Client) ListReviewComments(ctx context.Context, owner, repo string, number int) ([]ReviewComment, error) {
-	var all []ReviewComment
-	path := repoPath(owner, repo, "pulls", strconv.Itoa(number), "comments")
-	q := url.Values{"per_page": {"100"}}
-	for page := 1; page <= maxCommentPages; page++ {
-		q.Set("page", strconv.Itoa(page))
-		var out []ReviewComment
-		h, err := c.repoDo(ctx, owner, repo, http.MethodGet, path, q, nil, &out)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, out...)
-		if !hasNext(h.Get("Link")) {
-			break
-		}
-	}
-	return all, nil
+	return listPages[ReviewComment](ctx, c, owner, repo, repoPath(owner, repo, "pulls", strconv.Itoa(number), "comments"))
 }
 
 // ReplyToReviewComment answers review comment id's thread on pull request
@@ -289,18 +274,23 @@ func (c *Client) CollaboratorPermission(ctx context.Context, owner, repo, user s
 	return out.Permission, nil
 }
 
-// maxCommentPages bounds ListIssueComments (100 comments per page).
+// maxCommentPages bounds the comment listings (100 comments per page).
 const maxCommentPages = 30
 
 // ListIssueComments returns the comments on issue number of owner/repo,
 // oldest first, following the Link header for up to 3,000 comments.
 func (c *Client) ListIssueComments(ctx context.Context, owner, repo string, number int) ([]IssueComment, error) {
-	var all []IssueComment
-	path := repoPath(owner, repo, "issues", strconv.Itoa(number), "comments")
+	return listPages[IssueComment](ctx, c, owner, repo, repoPath(owner, repo, "issues", strconv.Itoa(number), "comments"))
+}
+
+// listPages GETs path page by page (100 items each), following the Link
+// header, for up to maxCommentPages pages.
+func listPages[T any](ctx context.Context, c *Client, owner, repo, path string) ([]T, error) {
+	var all []T
 	q := url.Values{"per_page": {"100"}}
 	for page := 1; page <= maxCommentPages; page++ {
 		q.Set("page", strconv.Itoa(page))
-		var out []IssueComment
+		var out []T
 		h, err := c.repoDo(ctx, owner, repo, http.MethodGet, path, q, nil, &out)
 		if err != nil {
 			return nil, err

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wrenchworks/wrench/internal/logctx"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -195,7 +196,7 @@ func (p *Publisher) Publish(ctx context.Context, t task.Task, r task.Result) (pr
 		return "", err
 	}
 	start := time.Now()
-	log := p.log.With("task_id", t.ID, "issue", ref.String(), "status", string(r.Status))
+	log := logctx.Bind(ctx, p.log.With("task_id", t.ID, "issue", ref.String(), "status", string(r.Status)))
 	tok, err := p.cfg.Tokens.Token(ctx, ref.owner, ref.repo)
 	if err != nil {
 		log.Warn("github publish failed", "err", err)

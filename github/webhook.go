@@ -251,6 +251,7 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	t.Tenant = w.tenant(*t)
 	st, dup, err := w.cfg.Submit(r.Context(), *t)
 	var ve *task.ValidationError
 	switch {
@@ -280,4 +281,18 @@ func jsonPayload(contentType string, body []byte) ([]byte, error) {
 		return nil, errors.New("payload is not a JSON object")
 	}
 	return body, nil
+}
+
+// tenant assigns a webhook task's tenant from the policy: by the owner of
+// the repository the event came from, else by the repository's URL
+// (docs/decisions.md, Tenants).
+func (w *Webhook) tenant(t task.Task) string {
+	if w.cfg.Policy == nil {
+		return task.DefaultTenant
+	}
+	who := policy.Who{Repo: t.Repo.URL}
+	if ref, err := parseIssue(t.Source.Issue); err == nil {
+		who.GitHubOwner = ref.owner
+	}
+	return w.cfg.Policy.Tenant(who)
 }

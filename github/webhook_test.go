@@ -14,6 +14,7 @@ import (
 	"github.com/wrenchworks/wrench/api"
 	"github.com/wrenchworks/wrench/github"
 	"github.com/wrenchworks/wrench/github/githubtest"
+	"github.com/wrenchworks/wrench/policy"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -97,11 +98,30 @@ func TestWebhookLabeledIssue(t *testing.T) {
 		TestCommand: "go test ./...",
 		Output:      task.Output{PullRequest: &task.PullRequest{Base: "main"}},
 		Source:      task.Source{Kind: "github", Delivery: "72d3162e-cc78-11e3-81ab-4c9367dc0958", Issue: "acme/calc#12"},
+		Tenant:      task.DefaultTenant,
 	}
 	gj, _ := json.Marshal(got)
 	wj, _ := json.Marshal(want)
 	if string(gj) != string(wj) {
 		t.Errorf("task\n got %s\nwant %s", gj, wj)
+	}
+}
+
+// A webhook task's tenant is the server's choice: the tenant that lists
+// the repository's GitHub owner in the policy.
+func TestWebhookTenantByOwner(t *testing.T) {
+	pol, err := policy.Parse([]byte("tenants:\n  - {name: calc-team, github: [ACME]}\n"), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &fakeQueue{}
+	h := newHook(t, q, func(c *github.WebhookConfig) { c.Policy = pol })
+	r := deliver(t, h, "issues", "72d3162e-cc78-11e3-81ab-4c9367dc0959", githubtest.IssueLabeled(hookRepo, bug, "Wrench", owner))
+	if r.Code != http.StatusCreated {
+		t.Fatalf("answer %+v", r)
+	}
+	if ts := q.submitted(); len(ts) != 1 || ts[0].Tenant != "calc-team" {
+		t.Fatalf("submitted %+v, want one task of tenant calc-team", ts)
 	}
 }
 

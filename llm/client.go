@@ -30,7 +30,7 @@ func (c *Client) Chat(ctx context.Context, req agent.ModelRequest, onDelta func(
 		start := time.Now()
 		resp, f := c.attempt(ctx, params, onDelta)
 		if f == nil {
-			c.log.Debug("model call", "model", model, "attempt", attempt+1, "elapsed", time.Since(start),
+			c.log.DebugContext(ctx, "model call", "model", model, "attempt", attempt+1, "elapsed", time.Since(start),
 				"input_tokens", resp.Usage.InputTokens, "output_tokens", resp.Usage.OutputTokens, "finish", resp.FinishReason)
 			return resp, nil
 		}
@@ -48,7 +48,7 @@ func (c *Client) Chat(ctx context.Context, req agent.ModelRequest, onDelta func(
 			}
 			delay = me.RetryAfter
 		}
-		c.log.Warn("model call failed; retrying", "model", model, "attempt", attempt+1,
+		c.log.WarnContext(ctx, "model call failed; retrying", "model", model, "attempt", attempt+1,
 			"kind", string(me.Kind), "status", me.Status, "delay", delay, "err", me.Error())
 		if onDelta != nil {
 			onDelta(agent.StreamEvent{Kind: agent.StreamRetry,

@@ -57,8 +57,8 @@ func TestClient_Faults(t *testing.T) {
 		{name: "401 is not retried", step: `{content: ok, fault: {status: 401, times: 3}}`, wantKind: agent.ModelAuth, wantReqs: 1},
 		{name: "403 is not retried", step: `{content: ok, fault: {status: 403, times: 3}}`, wantKind: agent.ModelAuth, wantReqs: 1},
 		{name: "408 is a timeout", step: `{content: ok, fault: {status: 408}}`, wantReqs: 2, wantSleeps: []time.Duration{ms}},
-		// A bad response is as transient as a 5xx (issue 11 of the hostile
-		// review: one such reply used to fail the task).
+		// A bad response is as transient as a 5xx (one such reply used to
+		// fail the task).
 		{name: "no choices is retried", step: `{content: ok, fault: {kind: no_choices}}`, wantReqs: 2, wantSleeps: []time.Duration{ms}},
 		{name: "cut stream is retried", step: `{content: "a reply long enough to be cut in half", fault: {kind: cut_stream}}`,
 			wantReqs: 2, wantSleeps: []time.Duration{ms},

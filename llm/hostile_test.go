@@ -119,7 +119,8 @@ func TestHostileModel_RepliesAreBounded(t *testing.T) {
 			c, _ := newClient(t, h.srv.URL, func(c *llm.Config) {
 				c.NoStream, c.MaxReplyBytes = tt.plain, tt.max
 				// Without the caps the call would read until this timeout.
-				c.RequestTimeout, c.MaxRetries = 10*time.Second, -1
+				// (Long: on a loaded machine 8 MiB took over 10 s to arrive.)
+				c.RequestTimeout, c.MaxRetries = time.Minute, -1
 			})
 			start := time.Now()
 			_, err := c.Chat(context.Background(), agent.ModelRequest{Messages: userMsg}, func(agent.StreamEvent) {})

@@ -111,12 +111,32 @@ type Rule struct {
 	// DraftWithoutTests opens a draft pull request for a result that
 	// passed only because there was no test command.
 	DraftWithoutTests *bool `yaml:"draft_without_tests,omitempty" json:"draft_without_tests,omitempty"`
+	// MaxRunning caps the tasks of one repository running at once across
+	// every worker sharing the queue; 0 is no cap. In defaults it applies
+	// to each repository on its own.
+	MaxRunning int `yaml:"max_running,omitempty" json:"max_running,omitempty"`
+	// Budget caps the model spend of each repository the rule matches,
+	// per day (see [Policy.BudgetAccounts]).
+	Budget Budget `yaml:"budget,omitempty" json:"budget,omitempty"`
+}
+
+// Budget is a spend cap above the task: what all the tasks of one
+// repository (or tenant) may spend on models in one budget day (a UTC
+// date, task.BudgetDay), across every worker of the deployment. A zero
+// field is "not set".
+type Budget struct {
+	// DailyUSD is the cap, in US dollars, priced as the workers price
+	// model calls (their --prices table).
+	DailyUSD float64 `yaml:"daily_usd,omitempty" json:"daily_usd,omitempty"`
 }
 
 // Policy is a server policy: defaults and repository rules.
 type Policy struct {
 	Defaults     Rule   `yaml:"defaults,omitempty" json:"defaults"`
 	Repositories []Rule `yaml:"repositories,omitempty" json:"repositories,omitempty"`
+	// Tenants are whom tasks run for (see [Tenant]); a task no tenant
+	// claims is [task.DefaultTenant]'s.
+	Tenants []Tenant `yaml:"tenants,omitempty" json:"tenants,omitempty"`
 	// File is where the policy was read from ("" for the built-in one).
 	File string `yaml:"-" json:"file,omitempty"`
 }
@@ -201,6 +221,9 @@ func Parse(data []byte, opts Options) (*Policy, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
+	if err := p.checkTenants(); err != nil {
+		return nil, err
+	}
 	return &p, nil
 }
 
@@ -217,6 +240,12 @@ func (p *Policy) check() error {
 					return &Error{Problem: fmt.Sprintf("%s.egress: %v", where, checkHost(h))}
 				}
 			}
+		}
+		if r.MaxRunning < 0 {
+			return &Error{Problem: where + ": max_running must not be negative"}
+		}
+		if r.Budget.DailyUSD < 0 {
+			return &Error{Problem: fmt.Sprintf("%s.budget.daily_usd: %g is negative", where, r.Budget.DailyUSD)}
 		}
 		for name, s := range r.Secrets {
 			if (s.Env == "") == (s.File == "") {
@@ -306,6 +335,12 @@ func overlay(base, top Rule) Rule {
 	}
 	if top.Secrets != nil {
 		out.Secrets = top.Secrets
+	}
+	if top.MaxRunning != 0 {
+		out.MaxRunning = top.MaxRunning
+	}
+	if top.Budget.DailyUSD != 0 {
+		out.Budget.DailyUSD = top.Budget.DailyUSD
 	}
 	return out
 }

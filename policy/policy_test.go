@@ -45,12 +45,14 @@ func TestExamplePolicy(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	cases := map[string]string{
-		"unknown field":      "defaults:\n  alow: true\n",
-		"bad duration":       "defaults:\n  limits: {timeout: soon}\n",
-		"rule without match": "repositories:\n  - allow: true\n",
-		"bad host":           "defaults:\n  egress: {setup: [\"http://x/\"]}\n",
-		"secret two sources": "defaults:\n  secrets: {A: {env: X, file: /y}}\n",
-		"match in defaults":  "defaults:\n  match: x\n",
+		"unknown field":          "defaults:\n  alow: true\n",
+		"bad duration":           "defaults:\n  limits: {timeout: soon}\n",
+		"rule without match":     "repositories:\n  - allow: true\n",
+		"bad host":               "defaults:\n  egress: {setup: [\"http://x/\"]}\n",
+		"secret two sources":     "defaults:\n  secrets: {A: {env: X, file: /y}}\n",
+		"match in defaults":      "defaults:\n  match: x\n",
+		"negative budget":        "defaults:\n  budget: {daily_usd: -1}\n",
+		"negative tenant budget": "tenants:\n  - {name: a, budget: {daily_usd: -2}}\n",
 	}
 	for name, y := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -23,20 +23,31 @@ type Config struct {
 	// Replicas of every stream, the state bucket and the artifact store
 	// (1 when zero). A cluster of three servers takes 3.
 	Replicas int
-	// DuplicateWindow is how long the task stream remembers a Nats-Msg-Id
-	// (DefaultDuplicateWindow when zero).
+	// DuplicateWindow is how long the task, event and dead-letter streams
+	// remember a Nats-Msg-Id (DefaultDuplicateWindow when zero; the event
+	// stream's is at most EventsMaxAge).
 	DuplicateWindow time.Duration
 	// EventsMaxAge is how long task events are kept (DefaultEventsMaxAge
 	// when zero).
 	EventsMaxAge time.Duration
 	// Retention bounds the state bucket and the artifact store.
 	Retention Retention
+	// BudgetHoldTTL is how long the budget ledger holds a model call's
+	// reservation before it counts as spent (DefaultBudgetHoldTTL when
+	// zero).
+	BudgetHoldTTL time.Duration
 	// ApplyLayout makes Connect create or update every stream and bucket
 	// to match this Config (`wrench serve` does: it owns the layout).
 	// Without it Connect creates only what is missing and leaves existing
 	// streams and buckets as they are, so that a worker started with other
-	// flags does not change them.
+	// flags does not change them. Any connection fixes what no version may
+	// keep: an artifact store that is compressed or refuses writes when
+	// full.
 	ApplyLayout bool
+	// BindRetry is how long Connect waits between attempts to bind the
+	// streams and buckets while JetStream is not ready (DefaultBindRetryMin
+	// doubling up to DefaultBindRetryMax for zero fields).
+	BindRetry Backoff
 	// Logger receives connection notices; nil discards them.
 	Logger *slog.Logger
 	// ConnectOptions are passed to nats.Connect after Wrench's own (so they
@@ -59,6 +70,7 @@ type Conn struct {
 	events jetstream.Stream
 	dead   jetstream.Stream
 	kv     jetstream.KeyValue
+	budget jetstream.KeyValue
 	obj    jetstream.ObjectStore
 	cfg    Config
 	log    *slog.Logger
@@ -69,13 +81,21 @@ type Conn struct {
 	artifacts   *Artifacts
 	evs         *Events
 	effects     *Effects
+	budgets     *Budgets
+	limits      *Limits
+	tenantCons  tenantConsumers
+
+	probe storeProbe // StoreReady's last verdict
 }
 
 // Connect dials NATS and creates or updates, idempotently, the task, event
-// and dead-letter streams, the state bucket and the artifact store. It
-// reconnects forever after a connection loss: calls made while the server
-// is away fail with their context or a timeout, and succeed again once it is
-// back.
+// and dead-letter streams, the state bucket and the artifact store. While
+// JetStream is not ready (starting, or its cluster electing a leader after
+// a node restarted) it logs a warning and tries again, with backoff
+// (Config.BindRetry), until ctx ends; an error that waiting cannot mend
+// (configuration, permissions) is returned at once. It reconnects forever
+// after a connection loss: calls made while the server is away fail with
+// their context or a timeout, and succeed again once it is back.
 func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	cfg = cfg.withDefaults()
 	log := cfg.Logger
@@ -101,7 +121,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to nats %s: %w", url, err)
 	}
-	c, err := bind(ctx, nc, cfg)
+	c, err := bindWhenReady(ctx, nc, cfg)
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -123,6 +143,10 @@ func (cfg Config) withDefaults() Config {
 		cfg.EventsMaxAge = DefaultEventsMaxAge
 	}
 	cfg.Retention = cfg.Retention.withDefaults()
+	cfg.BindRetry = cfg.BindRetry.withDefaults()
+	if cfg.BudgetHoldTTL <= 0 {
+		cfg.BudgetHoldTTL = DefaultBudgetHoldTTL
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -144,6 +168,8 @@ func bind(ctx context.Context, nc *nats.Conn, cfg Config) (*Conn, error) {
 	c.artifacts = &Artifacts{c: c}
 	c.evs = &Events{c: c}
 	c.effects = &Effects{c: c}
+	c.budgets = &Budgets{c: c}
+	c.limits = &Limits{c: c}
 	return c, nil
 }
 
@@ -163,6 +189,9 @@ func (c *Conn) Artifacts() *Artifacts { return c.artifacts }
 
 // Events is the event stream of each task.
 func (c *Conn) Events() *Events { return c.evs }
+
+// Budgets returns the budget-ledger role.
+func (c *Conn) Budgets() *Budgets { return c.budgets }
 
 // Ready reports whether the connection is up: nil when connected, else an
 // error naming its state.

@@ -32,15 +32,6 @@ type deliveryExceeded struct {
 	Deliveries uint64 `json:"deliveries"`
 }
 
-// taskIDFromSubject returns the task id of a wrench.tasks.<id> subject.
-func taskIDFromSubject(subject string) string {
-	id, ok := strings.CutPrefix(subject, TaskSubjectPrefix)
-	if !ok || !validID(id) {
-		return ""
-	}
-	return id
-}
-
 // deadLetter copies a task message (its data and headers) to
 // wrench.deadletter.<id> with the reason, delivery count and original stream
 // sequence in headers. It is idempotent per stream sequence.
@@ -73,6 +64,9 @@ type Buried struct {
 	Settled bool
 	// Status is the task's status afterwards.
 	Status task.Status
+	// Trace, when set, returns its argument with the trace context the
+	// task's message carried (as [Delivery.Trace]).
+	Trace func(context.Context) context.Context
 }
 
 // buryExhausted handles a max-deliveries advisory of the workers consumer:
@@ -135,7 +129,9 @@ func (c *Conn) buryExhausted(ctx context.Context, adv deliveryExceeded, live tim
 	if err := c.tasks.DeleteMsg(ctx, adv.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return Buried{}, fmt.Errorf("delete exhausted message %d: %w", adv.StreamSeq, err)
 	}
-	return Buried{TaskID: id, Reason: reason, Settled: settled, Status: st}, nil
+	hdr := m.Header
+	trace := func(ctx context.Context) context.Context { return c.extractTrace(ctx, hdr) }
+	return Buried{TaskID: id, Reason: reason, Settled: settled, Status: st, Trace: trace}, nil
 }
 
 // parseDeliveryExceeded decodes a max-deliveries advisory.
@@ -149,8 +145,8 @@ func parseDeliveryExceeded(data []byte) (deliveryExceeded, error) {
 
 // republish puts a task message on the work queue again as a new message,
 // with a fresh delivery count (see [Delivery.Reissue]).
-func (c *Conn) republish(ctx context.Context, id string, data []byte, hdr nats.Header, streamSeq uint64) error {
-	msg := &nats.Msg{Subject: TaskSubjectPrefix + id, Data: data, Header: nats.Header{}}
+func (c *Conn) republish(ctx context.Context, subject, id string, data []byte, hdr nats.Header, streamSeq uint64) error {
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	for k, v := range hdr {
 		if !strings.HasPrefix(k, "Nats-") {
 			msg.Header[k] = v

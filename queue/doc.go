@@ -20,9 +20,11 @@
 //
 // Layout:
 //
-//   - stream WRENCH_TASKS: work-queue retention, subjects wrench.tasks.<id>,
-//     a duplicate window keyed on Nats-Msg-Id = task id, and the durable pull
-//     consumer "wrench-workers" that dispatchers share;
+//   - stream WRENCH_TASKS: work-queue retention, subjects wrench.tasks.<id>
+//     (the default tenant's tasks) and wrench.tasks.<tenant>.<id>, a
+//     duplicate window keyed on Nats-Msg-Id = task id, and one durable pull
+//     consumer per tenant that dispatchers share: "wrench-workers" (filter
+//     wrench.tasks.*) and "wrench-workers-<tenant>" (see tenants.go);
 //   - KV bucket WRENCH_STATE: key task.<id> holds the task's [task.Status]
 //     (state, attempt, worker, timestamps, result); key cancel.<id> is a
 //     cancellation request for a running task; bounded by [Retention];
@@ -31,7 +33,10 @@
 //   - stream WRENCH_EVENTS: wrench.events.<id>, age-limited;
 //   - stream WRENCH_DEADLETTER: wrench.deadletter.<id> (tasks whose
 //     deliveries ran out) and the captured max-deliveries advisories of the
-//     task consumer.
+//     task consumers;
+//   - KV bucket WRENCH_LIMITS (made on first use): key tenant.<name> or
+//     repo.<hash> holds the leases of the runs holding a place under that
+//     cluster-wide limit ([Limits]).
 //
 // Every stream and bucket has Config.Replicas replicas. Every state change
 // goes through compare-and-set on the task's KV revision, so two workers can

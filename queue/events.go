@@ -21,8 +21,20 @@ const resultGrace = time.Second
 // order, for followers (`wrench watch`, the SSE endpoint).
 type Events struct{ c *Conn }
 
+// resultTry bounds one try at publishing a result event; a leader being
+// elected leaves a publish unanswered.
+const resultTry = 5 * time.Second
+
 // Publish publishes ev on wrench.events.<ev.TaskID>, stamping its Time
 // when zero. Seq is assigned by the stream and reported by [Events.Follow].
+//
+// A result event (Kind [task.EventResult]) ends every follower's stream and
+// is counted once per task, so it is not given up on a fault that passes
+// by itself: it is tried again, each try within resultTry, until the stream
+// stores it or ctx ends. It carries the Nats-Msg-Id "<id>.result", so a try
+// whose acknowledgement was lost (the stream's leader killed after
+// storing it) and the tries after it store it once within the stream's
+// duplicate window.
 func (e *Events) Publish(ctx context.Context, ev task.Event) error {
 	if !validID(ev.TaskID) {
 		return fmt.Errorf("publish event: invalid task id %q", ev.TaskID)
@@ -35,17 +47,48 @@ func (e *Events) Publish(ctx context.Context, ev task.Event) error {
 	if err != nil {
 		return fmt.Errorf("publish event of %s: encode: %w", ev.TaskID, err)
 	}
-	if _, err := e.c.js.Publish(ctx, EventSubjectPrefix+ev.TaskID, data); err != nil {
-		return fmt.Errorf("publish event of %s: %w", ev.TaskID, err)
+	subject := EventSubjectPrefix + ev.TaskID
+	if ev.Kind == task.EventResult {
+		err = e.publishResult(ctx, subject, data, ev.TaskID+".result")
+	} else {
+		_, err = e.c.js.Publish(ctx, subject, data)
+	}
+	if err != nil {
+		return fmt.Errorf("publish %s event of %s: %w", ev.Kind, ev.TaskID, err)
 	}
 	return nil
+}
+
+// publishResult publishes a result event under msgID until it is stored,
+// an error that does not pass by itself, or the end of ctx.
+func (e *Events) publishResult(ctx context.Context, subject string, data []byte, msgID string) error {
+	backoff := e.c.cfg.BindRetry
+	wait := backoff.Min
+	for attempt := 1; ; attempt++ {
+		tctx, cancel := context.WithTimeout(ctx, resultTry)
+		_, err := e.c.js.Publish(tctx, subject, data, jetstream.WithMsgID(msgID))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		waitingFor := awaited(e.c.nc, err)
+		if waitingFor == "" || ctx.Err() != nil {
+			return err
+		}
+		e.c.log.WarnContext(ctx, "result event not stored; publishing again", "msg_id", msgID,
+			"waiting_for", waitingFor, "attempt", attempt, "retry_in", wait, "err", err)
+		if !sleep(ctx, wait) {
+			return err
+		}
+		wait = backoff.next(wait)
+	}
 }
 
 // emit publishes ev best effort: events are a view, the state record is the
 // truth.
 func (c *Conn) emit(ctx context.Context, ev task.Event) {
 	if err := c.evs.Publish(ctx, ev); err != nil {
-		c.log.Warn("publish event", "task_id", ev.TaskID, "kind", ev.Kind, "err", err)
+		c.log.WarnContext(ctx, "publish event", "task_id", ev.TaskID, "kind", ev.Kind, "err", err)
 	}
 }
 
@@ -114,7 +157,7 @@ func (e *Events) Follow(ctx context.Context, id string, fromSeq uint64) (<-chan 
 			case m := <-msgs:
 				var ev task.Event
 				if err := json.Unmarshal(m.Data(), &ev); err != nil {
-					c.log.Warn("skip undecodable event", "task_id", id, "err", err)
+					c.log.WarnContext(ctx, "skip undecodable event", "task_id", id, "err", err)
 					continue
 				}
 				if md, err := m.Metadata(); err == nil {

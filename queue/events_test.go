@@ -2,7 +2,13 @@ package queue_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/task"
@@ -42,14 +48,7 @@ func TestEventsReplayFollowAndClose(t *testing.T) {
 	if ev := <-ch; ev.Kind != task.EventTurn || ev.Turn != 1 {
 		t.Fatalf("live event = %+v", ev)
 	}
-	l, _, err := c.States().Acquire(ctx, tk, queue.Claim{Attempt: 1, Worker: "w"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := l.Finish(ctx, task.Result{Status: task.StateResolved})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := resolve(t, c, tk)
 	if err := c.Events().Publish(ctx, queue.ResultEvent(st)); err != nil {
 		t.Fatal(err)
 	}
@@ -123,5 +122,67 @@ func TestEventsStopWithContext(t *testing.T) {
 	<-ch // queued state
 	cancel()
 	for range ch {
+	}
+}
+
+// TestResultEventWaitsForStream: a result event published while the event
+// stream cannot take it (here: gone, as while it is being placed) is
+// published again until the stream is back, and stored once however often
+// it is published (its Nats-Msg-Id). Published once, best effort, it was
+// lost: a follower then never saw the task end.
+func TestResultEventWaitsForStream(t *testing.T) {
+	s := startNATS(t, "")
+	w := newWarnings()
+	c := connect(t, s, func(cfg *queue.Config) {
+		cfg.Logger = slog.New(w)
+		cfg.BindRetry = queue.Backoff{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	tk := newTask("t-result-once")
+	submit(t, c, tk)
+	st := resolve(t, c, tk)
+	nc, err := nats.Connect(s.ClientURL(), s.ConnectOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, queue.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stream.CachedInfo().Config
+	if err := js.DeleteStream(ctx, queue.EventsStream); err != nil {
+		t.Fatal(err)
+	}
+	published := make(chan error, 1)
+	go func() { published <- c.Events().Publish(ctx, queue.ResultEvent(st)) }()
+	select {
+	case err := <-published:
+		t.Fatalf("publish without the stream returned %v; want it to wait for the stream", err)
+	case <-w.first:
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-published; err != nil {
+		t.Fatalf("publish after the stream came back: %v", err)
+	}
+	if err := c.Events().Publish(ctx, queue.ResultEvent(st)); err != nil {
+		t.Fatalf("publish again: %v", err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("event stream holds %d messages after publishing the result twice, want 1", info.State.Msgs)
+	}
+	if got := w.all(); !strings.Contains(strings.Join(got, "\n"), "result event not stored") {
+		t.Fatalf("warnings = %q, want one saying the result event is published again", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,6 +18,8 @@ const (
 	DeadLetterStream = "WRENCH_DEADLETTER"
 	StateBucket      = "WRENCH_STATE"
 	ArtifactsBucket  = "WRENCH_ARTIFACTS"
+	// BudgetBucket is the daily spend ledger of repositories and tenants.
+	BudgetBucket = "WRENCH_BUDGET"
 
 	// WorkersConsumer is the durable pull consumer on TasksStream that every
 	// dispatcher shares.
@@ -34,6 +37,10 @@ const (
 	// MaxDeliveriesAdvisory is the subject on which the server announces that
 	// a message of the workers consumer ran out of deliveries.
 	MaxDeliveriesAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + TasksStream + "." + WorkersConsumer
+	// MaxDeliveriesAdvisories are the max-deliveries advisories of every
+	// tenant's consumer (see [TenantConsumer]), which the dead-letter
+	// stream captures.
+	MaxDeliveriesAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + TasksStream + ".*"
 )
 
 // Defaults applied by [Connect] to zero Config fields.
@@ -111,13 +118,14 @@ func (c *Conn) layout(ctx context.Context) error {
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		MaxAge:      cfg.EventsMaxAge,
+		Duplicates:  min(cfg.DuplicateWindow, cfg.EventsMaxAge),
 	}); err != nil {
 		return err
 	}
 	if c.dead, err = c.stream(ctx, jetstream.StreamConfig{
 		Name:        DeadLetterStream,
 		Description: "Wrench tasks whose deliveries ran out, and the advisories that announced them",
-		Subjects:    []string{DeadLetterSubjectPrefix + ">", MaxDeliveriesAdvisory},
+		Subjects:    []string{DeadLetterSubjectPrefix + ">", MaxDeliveriesAdvisories},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
@@ -127,6 +135,9 @@ func (c *Conn) layout(ctx context.Context) error {
 		return err
 	}
 	if c.kv, err = c.stateBucket(ctx); err != nil {
+		return err
+	}
+	if c.budget, err = c.budgetBucket(ctx); err != nil {
 		return err
 	}
 	c.obj, err = c.artifactStore(ctx)
@@ -165,7 +176,7 @@ func (c *Conn) stateBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	kv, err := c.js.KeyValue(ctx, StateBucket)
 	if c.cfg.ApplyLayout || errors.Is(err, jetstream.ErrBucketNotFound) {
 		if kv, err = c.js.CreateOrUpdateKeyValue(ctx, kc); err == nil {
-			err = c.discardOld(ctx, "KV_"+StateBucket)
+			err = c.amend(ctx, "KV_"+StateBucket, discardOld)
 		}
 	}
 	if err != nil {
@@ -181,15 +192,20 @@ func (c *Conn) artifactStore(ctx context.Context) (jetstream.ObjectStore, error)
 		Description: "Wrench task artifacts: patch, trajectory, logs",
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.cfg.Replicas,
-		Compression: true,
 		TTL:         ret.ArtifactsMaxAge,
 		MaxBytes:    ret.ArtifactsMaxBytes,
 	}
+	if err := c.warnCompressed(ctx); err != nil {
+		return nil, fmt.Errorf("bind object store %s: %w", ArtifactsBucket, err)
+	}
 	obj, err := c.js.ObjectStore(ctx, ArtifactsBucket)
 	if c.cfg.ApplyLayout || errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		if obj, err = c.js.CreateOrUpdateObjectStore(ctx, oc); err == nil {
-			err = c.discardOld(ctx, "OBJ_"+ArtifactsBucket)
-		}
+		obj, err = c.js.CreateOrUpdateObjectStore(ctx, oc)
+	}
+	if err == nil {
+		// Every connection, not only the layout's owner: a store that an
+		// older version created compressed is the one to fix.
+		err = c.amend(ctx, "OBJ_"+ArtifactsBucket, discardOld, uncompressed)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bind object store %s: %w", ArtifactsBucket, err)
@@ -197,21 +213,93 @@ func (c *Conn) artifactStore(ctx context.Context) (jetstream.ObjectStore, error)
 	return obj, nil
 }
 
+// warnCompressed tells the operator, when the artifact store is still
+// compressed, what its change to uncompressed (by [uncompressed]) leaves
+// to do: a running server goes on compressing until it restarts.
+func (c *Conn) warnCompressed(ctx context.Context) error {
+	s, err := c.js.Stream(ctx, "OBJ_"+ArtifactsBucket)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read stream OBJ_%s: %w", ArtifactsBucket, err)
+	}
+	if s.CachedInfo().Config.Compression != jetstream.NoCompression {
+		c.log.Warn("the artifact store is compressed, which a NATS cluster node SIGKILLed can come back unable to read; "+
+			"turning compression off. Each NATS server compresses until it restarts: restart them, one at a time, with SIGTERM",
+			"stream", "OBJ_"+ArtifactsBucket, "docs", "docs/reliability.md#chaos")
+	}
+	return nil
+}
+
+// A streamFix changes what it fixes in sc and reports whether it changed
+// anything.
+type streamFix func(sc *jetstream.StreamConfig) bool
+
 // discardOld sets the discard policy of a bucket's stream to DiscardOld:
 // buckets refuse writes once full (DiscardNew), Wrench's stores drop their
 // oldest records instead, so that a full store keeps working.
-func (c *Conn) discardOld(ctx context.Context, name string) error {
+func discardOld(sc *jetstream.StreamConfig) bool {
+	if sc.Discard == jetstream.DiscardOld {
+		return false
+	}
+	sc.Discard = jetstream.DiscardOld
+	return true
+}
+
+// uncompressed turns off the S2 compression that versions before
+// 2026-11-28 gave the artifact store. A cluster node restarted after a
+// SIGKILL truncates each replicated stream to its last snapshot and
+// replays its Raft log; nats-server 2.15 cut a block it had compressed
+// before the restart as if it were plain, and failed with "s2: corrupt
+// input" (docs/reliability.md, Chaos; TestClusterArtifactsSurviveKill).
+// A server applies the change when it next loads the stream (restarts);
+// blocks already compressed stay so, readable, until they age out.
+func uncompressed(sc *jetstream.StreamConfig) bool {
+	if sc.Compression == jetstream.NoCompression {
+		return false
+	}
+	sc.Compression = jetstream.NoCompression
+	return true
+}
+
+// amend applies fixes to the config of stream name and updates the stream
+// when any of them changed it.
+func (c *Conn) amend(ctx context.Context, name string, fixes ...streamFix) error {
 	s, err := c.js.Stream(ctx, name)
 	if err != nil {
 		return fmt.Errorf("read stream %s: %w", name, err)
 	}
 	sc := s.CachedInfo().Config
-	if sc.Discard == jetstream.DiscardOld {
+	changed := false
+	for _, fix := range fixes {
+		changed = fix(&sc) || changed
+	}
+	if !changed {
 		return nil
 	}
-	sc.Discard = jetstream.DiscardOld
 	if _, err := c.js.UpdateStream(ctx, sc); err != nil {
-		return fmt.Errorf("set discard policy of %s: %w", name, err)
+		return fmt.Errorf("update stream %s: %w", name, err)
+	}
+	return nil
+}
+
+// captureAllAdvisories makes the dead-letter stream capture the
+// max-deliveries advisories of every tenant's consumer: a stream laid out
+// before tenants captured only the default consumer's.
+func (c *Conn) captureAllAdvisories(ctx context.Context) error {
+	info, err := c.dead.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("read stream %s: %w", DeadLetterStream, err)
+	}
+	sc := info.Config
+	if slices.Contains(sc.Subjects, MaxDeliveriesAdvisories) {
+		return nil
+	}
+	sc.Subjects = slices.DeleteFunc(sc.Subjects, func(s string) bool { return s == MaxDeliveriesAdvisory })
+	sc.Subjects = append(sc.Subjects, MaxDeliveriesAdvisories)
+	if _, err := c.js.UpdateStream(ctx, sc); err != nil {
+		return fmt.Errorf("capture every tenant's advisories in %s: %w", DeadLetterStream, err)
 	}
 	return nil
 }

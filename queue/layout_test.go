@@ -1,9 +1,11 @@
 package queue_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/wrenchworks/wrench/internal/natstest"
 	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/queue/natsserver"
 	"github.com/wrenchworks/wrench/task"
 )
 
@@ -108,5 +111,79 @@ func TestFullStateBucketDropsOldest(t *testing.T) {
 	// Its message is still queued: the task is reported queued all the same.
 	if st, err := c.States().Status(ctx, "t-full000"); err != nil || st.State != task.StateQueued {
 		t.Fatalf("oldest task = %+v, %v", st, err)
+	}
+}
+
+// artifactCompression is the compression of the artifact store's stream.
+func artifactCompression(t *testing.T, js jetstream.JetStream) jetstream.StoreCompression {
+	t.Helper()
+	s, err := js.Stream(context.Background(), "OBJ_"+queue.ArtifactsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.CachedInfo().Config.Compression
+}
+
+// The artifact store is uncompressed: a cluster node killed while writing
+// a compressed one came back unable to read it (docs/reliability.md).
+func TestArtifactStoreUncompressed(t *testing.T) {
+	s := startNATS(t, "")
+	warns := newWarnings()
+	for range 2 { // creating, then finding it
+		connect(t, s, func(cfg *queue.Config) { cfg.ApplyLayout, cfg.Logger = true, slog.New(warns) })
+	}
+	if got := artifactCompression(t, natstest.JetStream(t, s)); got != jetstream.NoCompression {
+		t.Fatalf("new artifact store: compression %v, want none", got)
+	}
+	if w := warns.all(); len(w) != 0 {
+		t.Errorf("warnings about an uncompressed store: %q", w)
+	}
+}
+
+// A store an older version created compressed is made uncompressed by the
+// next connection, a worker's too, and what it held still reads back,
+// also once the server reloads it with the new config.
+func TestCompressedArtifactStoreConverges(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := natsserver.Start(ctx, natsserver.Config{DataDir: dir}) // shut down below
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := natstest.JetStream(t, s)
+	old, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: queue.ArtifactsBucket, Storage: jetstream.FileStorage, Compression: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(strings.Repeat("+\tfixed line\n", 20000))
+	if _, err := old.PutBytes(ctx, "t-old/patch.diff", patch); err != nil {
+		t.Fatal(err)
+	}
+	warns := newWarnings()
+	c := connect(t, s, func(cfg *queue.Config) { cfg.Logger = slog.New(warns) }) // a worker: no ApplyLayout
+	if got := artifactCompression(t, js); got != jetstream.NoCompression {
+		t.Fatalf("compressed store after connect: compression %v, want none", got)
+	}
+	if w := warns.all(); len(w) != 1 || !strings.Contains(w[0], "restart") {
+		t.Errorf("warnings %q; want one telling to restart the NATS servers", w)
+	}
+	if got, err := c.Artifacts().Get(ctx, "t-old", "patch.diff"); err != nil || !bytes.Equal(got, patch) {
+		t.Fatalf("old artifact after the update: %d bytes, %v", len(got), err)
+	}
+	if _, err := c.Artifacts().Put(ctx, "t-new", map[string][]byte{"log.txt": patch}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	s.Shutdown()
+
+	s = startNATS(t, dir)
+	c = connect(t, s)
+	for _, id := range []string{"t-old", "t-new"} {
+		name := map[string]string{"t-old": "patch.diff", "t-new": "log.txt"}[id]
+		if got, err := c.Artifacts().Get(ctx, id, name); err != nil || !bytes.Equal(got, patch) {
+			t.Fatalf("%s/%s after a restart: %d bytes, %v", id, name, len(got), err)
+		}
 	}
 }

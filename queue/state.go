@@ -209,17 +209,21 @@ type Claim struct {
 // [Submissions.Submit]) gets one. A running record is taken over when it
 // came from the same message (JetStream redelivered it because its holder
 // stopped heartbeating) or its holder has not written it for cl.Live; a
-// record another message's live holder keeps yields [ErrDuplicate].
+// record another message's live holder keeps yields [ErrDuplicate], and so
+// does a paused record's own message delivered again.
 func (r *States) Acquire(ctx context.Context, t task.Task, cl Claim) (*Lease, task.Status, error) {
 	c := r.c
 	now := time.Now().UTC()
 	stored := t.Redacted() // the record never keeps the URL's credentials
 	init := &task.Status{TaskID: t.ID, State: task.StateQueued, Task: &stored, CreatedAt: createdAt(t, now)}
-	var final, dup bool
+	var final, dup, stale bool
 	var prev task.Status
 	st, rev, _, err := c.transition(ctx, t.ID, init, func(s *task.Status) bool {
 		final, dup = s.State.Final(), heldElsewhere(s, cl, now)
-		if final || dup {
+		// The paused attempt's own message back (its ack was lost): the
+		// task runs again only from the message a resume publishes.
+		stale = s.State == task.StatePaused && cl.Message != 0 && s.Message == cl.Message
+		if final || dup || stale {
 			return false
 		}
 		prev = *s
@@ -234,6 +238,7 @@ func (r *States) Acquire(ctx context.Context, t task.Task, cl Claim) (*Lease, ta
 		s.Message = cl.Message
 		s.Reason = ""
 		s.Progress = nil
+		s.Pause = nil
 		s.UpdatedAt = now
 		if s.Task == nil {
 			s.Task = &stored
@@ -248,6 +253,9 @@ func (r *States) Acquire(ctx context.Context, t task.Task, cl Claim) (*Lease, ta
 	}
 	if dup {
 		return nil, st, fmt.Errorf("%s: %w (message %d, held by %s from message %d)", t.ID, ErrDuplicate, cl.Message, st.Worker, st.Message)
+	}
+	if stale {
+		return nil, st, fmt.Errorf("%s: %w (message %d paused the task; it runs again when resumed)", t.ID, ErrDuplicate, cl.Message)
 	}
 	return &Lease{c: c, id: t.ID, worker: cl.Worker, attempt: cl.Attempt, rev: rev, st: st, prev: prev}, st, nil
 }
@@ -312,6 +320,11 @@ func (l *Lease) Status() task.Status {
 func (l *Lease) write(ctx context.Context, final bool, fn func(*task.Status)) (task.Status, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.writeLocked(ctx, final, fn)
+}
+
+// writeLocked is write with l.mu held.
+func (l *Lease) writeLocked(ctx context.Context, final bool, fn func(*task.Status)) (task.Status, error) {
 	if l.released {
 		return l.st, fmt.Errorf("%s: %w (handed back)", l.id, ErrLostLease)
 	}
@@ -346,8 +359,8 @@ func (l *Lease) write(ctx context.Context, final bool, fn func(*task.Status)) (t
 			}
 			return e.st, fmt.Errorf("%s: %w (final: %s)", l.id, ErrLostLease, e.st.State)
 		}
-		if e.st.State == task.StateQueued {
-			return e.st, fmt.Errorf("%s: %w (requeued)", l.id, ErrLostLease)
+		if e.st.State == task.StateQueued || e.st.State == task.StatePaused {
+			return e.st, fmt.Errorf("%s: %w (handed back: %s)", l.id, ErrLostLease, e.st.State)
 		}
 		l.st, l.rev = e.st, e.rev
 	}
@@ -388,6 +401,7 @@ func (l *Lease) Finish(ctx context.Context, res task.Result) (task.Status, error
 		res.FinishedAt = time.Now().UTC()
 	}
 	return l.write(ctx, true, func(s *task.Status) {
+		res.Tenant = tenantOf(s)
 		s.State = res.Status
 		s.Reason = res.Reason
 		s.Result = &res
@@ -399,9 +413,23 @@ func (l *Lease) Finish(ctx context.Context, res task.Result) (task.Status, error
 // delivery. spent, when not nil, is the model use of the task's attempts so
 // far, this one's included (Status.Spent).
 func (l *Lease) Requeue(ctx context.Context, reason string, spent *task.Usage) error {
-	_, err := l.write(ctx, false, func(s *task.Status) {
+	return l.handOff(ctx, spent, func(s *task.Status) {
 		s.State = task.StateQueued
 		s.Reason = reason
+	})
+}
+
+// handOff writes the lease's last change to the task's record, with the
+// model use spent so far carried over (its turns start again) and no
+// progress, and then releases the lease.
+func (l *Lease) handOff(ctx context.Context, spent *task.Usage, change func(*task.Status)) error {
+	// The write and the release are one critical section: a progress
+	// write (Update) let in between would find the record handed back but
+	// the lease not released, and set it running again.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err := l.writeLocked(ctx, false, func(s *task.Status) {
+		change(s)
 		s.Progress = nil
 		if spent != nil {
 			u := *spent
@@ -410,9 +438,7 @@ func (l *Lease) Requeue(ctx context.Context, reason string, spent *task.Usage) e
 		}
 	})
 	if err == nil {
-		l.mu.Lock()
 		l.released = true
-		l.mu.Unlock()
 	}
 	return err
 }
@@ -440,6 +466,7 @@ func (r *States) Settle(ctx context.Context, id string, t *task.Task, res task.R
 		if s.State.Final() {
 			return false
 		}
+		res.Tenant = tenantOf(s)
 		s.State = res.Status
 		s.Reason = res.Reason
 		s.Result = &res
@@ -523,4 +550,13 @@ func createdAt(t task.Task, now time.Time) time.Time {
 		return now
 	}
 	return t.CreatedAt
+}
+
+// tenantOf is the tenant of the task a record holds (the default one when
+// the record holds no task or the task names none).
+func tenantOf(s *task.Status) string {
+	if s.Task == nil {
+		return task.DefaultTenant
+	}
+	return s.Task.TenantName()
 }

@@ -62,9 +62,9 @@ func (s *Submissions) Submit(ctx context.Context, t task.Task) (st task.Status, 
 		return task.Status{}, false, notQueued(err)
 	}
 	// No record: a submission whose record was lost may still be queued.
-	if qst, err := c.fromQueue(ctx, t.ID); err == nil {
+	if qst, err := c.fromQueueAt(ctx, t.ID, TaskSubject(t.TenantName(), t.ID)); err == nil {
 		if _, err := c.create(ctx, qst); err != nil && !isConflict(err) {
-			c.log.Warn("record queued task", "task_id", t.ID, "err", err)
+			c.log.WarnContext(ctx, "record queued task", "task_id", t.ID, "err", err)
 		}
 		return qst, true, nil
 	} else if !errors.Is(err, task.ErrNotFound) {
@@ -77,7 +77,7 @@ func (s *Submissions) Submit(ctx context.Context, t task.Task) (st task.Status, 
 	stored := t.Redacted() // the message keeps the URL's credentials, the record does not
 	st = task.Status{TaskID: t.ID, State: task.StateQueued, Task: &stored, CreatedAt: t.CreatedAt, UpdatedAt: now}
 	if _, err := c.create(ctx, st); err != nil && !isConflict(err) {
-		c.log.Warn("task queued without its state record; the worker that takes it writes one", "task_id", t.ID, "err", err)
+		c.log.WarnContext(ctx, "task queued without its state record; the worker that takes it writes one", "task_id", t.ID, "err", err)
 	}
 	if ack.Duplicate {
 		// A concurrent submission of the same id got there first.
@@ -95,7 +95,8 @@ func (s *Submissions) Submit(ctx context.Context, t task.Task) (st task.Status, 
 func (c *Conn) submitFailure(id string, err error) error {
 	kind := task.ErrUnconfirmed
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionClosed) {
+	var np *notPublished
+	if errors.As(err, &apiErr) || errors.As(err, &np) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionClosed) {
 		kind = task.ErrNotQueued
 	}
 	return &task.SubmitError{TaskID: id, Kind: kind, Err: err}
@@ -107,7 +108,10 @@ func (c *Conn) publishTask(ctx context.Context, t task.Task, msgID string) (*jet
 	if err != nil {
 		return nil, fmt.Errorf("encode task %s: %w", t.ID, err)
 	}
-	msg := &nats.Msg{Subject: TaskSubjectPrefix + t.ID, Data: data, Header: nats.Header{}}
+	if err := c.ensureTenantConsumer(ctx, t.TenantName()); err != nil {
+		return nil, &notPublished{err: err}
+	}
+	msg := &nats.Msg{Subject: TaskSubject(t.TenantName(), t.ID), Data: data, Header: nats.Header{}}
 	if p := c.cfg.Propagator; p != nil {
 		p.Inject(ctx, headerCarrier(msg.Header))
 	}
@@ -121,7 +125,19 @@ func (c *Conn) publishTask(ctx context.Context, t task.Task, msgID string) (*jet
 // fromQueue is the status of a task that is in the work queue without a
 // state record, or an error wrapping [task.ErrNotFound].
 func (c *Conn) fromQueue(ctx context.Context, id string) (task.Status, error) {
-	m, err := c.tasks.GetLastMsgForSubject(ctx, TaskSubjectPrefix+id)
+	return c.fromQueueAt(ctx, id, "")
+}
+
+// fromQueueAt is fromQueue looking only at subject (every task subject
+// when "").
+func (c *Conn) fromQueueAt(ctx context.Context, id, subject string) (task.Status, error) {
+	var m *jetstream.RawStreamMsg
+	var err error
+	if subject == "" {
+		m, err = c.lastTaskMsg(ctx, id)
+	} else {
+		m, err = c.tasks.GetLastMsgForSubject(ctx, subject)
+	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return task.Status{}, fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
@@ -167,7 +183,7 @@ func (c *Conn) requeueIfLost(ctx context.Context, e entry) (bool, error) {
 	if _, err := c.publishTask(ctx, *st.Task, fmt.Sprintf("%s-q%d", st.TaskID, rev)); err != nil {
 		return false, c.submitFailure(st.TaskID, err)
 	}
-	c.log.Warn("queued task had no queue message; queued again", "task_id", st.TaskID)
+	c.log.WarnContext(ctx, "queued task had no queue message; queued again", "task_id", st.TaskID)
 	return true, nil
 }
 
@@ -224,13 +240,8 @@ func (s *Submissions) CancelReport(ctx context.Context, id string) (st task.Stat
 		switch {
 		case e.st.State.Final():
 			return e.st, false, nil
-		case e.st.State == task.StateQueued:
-			now := time.Now().UTC()
-			st := e.st
-			st.State = task.StateCancelled
-			st.Reason = "cancelled while queued"
-			st.UpdatedAt = now
-			st.Result = &task.Result{TaskID: id, Status: task.StateCancelled, Reason: st.Reason, Attempt: st.Attempt, FinishedAt: now}
+		case e.st.State == task.StateQueued || e.st.State == task.StatePaused:
+			st := cancelledWaiting(e.st)
 			_, err := c.update(ctx, st, e.rev)
 			if isConflict(err) {
 				continue
@@ -239,6 +250,9 @@ func (s *Submissions) CancelReport(ctx context.Context, id string) (st task.Stat
 				return task.Status{}, false, fmt.Errorf("cancel %s: %w", id, err)
 			}
 			c.dropQueuedMessage(ctx, id)
+			if e.st.State == task.StatePaused {
+				c.forgetPaused(ctx, id)
+			}
 			c.emit(ctx, task.Event{TaskID: id, Kind: task.EventResult, State: st.State, Result: st.Result})
 			return st, true, nil
 		default:
@@ -251,13 +265,30 @@ func (s *Submissions) CancelReport(ctx context.Context, id string) (st task.Stat
 			if err != nil {
 				return task.Status{}, false, err
 			}
-			if e2.st.State == task.StateQueued {
+			if e2.st.State == task.StateQueued || e2.st.State == task.StatePaused {
 				continue
 			}
 			return e2.st, false, nil
 		}
 	}
 	return task.Status{}, false, fmt.Errorf("cancel %s: too many concurrent updates", id)
+}
+
+// cancelledWaiting is the record of a queued or paused task cancelled: a
+// paused one's result keeps what its attempts spent and names the
+// artifacts of its work so far.
+func cancelledWaiting(st task.Status) task.Status {
+	now := time.Now().UTC()
+	res := &task.Result{TaskID: st.TaskID, Status: task.StateCancelled, Reason: "cancelled while " + string(st.State), Attempt: st.Attempt,
+		Tenant: tenantOf(&st), FinishedAt: now}
+	if st.Spent != nil {
+		res.Usage = *st.Spent
+	}
+	if st.Pause != nil {
+		res.Artifacts = st.Pause.Artifacts
+	}
+	st.State, st.Reason, st.UpdatedAt, st.Result, st.Pause = task.StateCancelled, res.Reason, now, res, nil
+	return st
 }
 
 // cancelUnrecorded cancels a task that is in the work queue without a state
@@ -283,13 +314,19 @@ func (c *Conn) cancelUnrecorded(ctx context.Context, id string) (st task.Status,
 // no worker receives it. Best effort: a worker that gets it anyway sees the
 // final state and acks it without running.
 func (c *Conn) dropQueuedMessage(ctx context.Context, id string) {
-	m, err := c.tasks.GetLastMsgForSubject(ctx, TaskSubjectPrefix+id)
+	m, err := c.lastTaskMsg(ctx, id)
 	if err != nil {
 		return
 	}
 	if err := c.tasks.DeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		c.log.Debug("drop cancelled task message", "task_id", id, "err", err)
+		c.log.DebugContext(ctx, "drop cancelled task message", "task_id", id, "err", err)
 	}
 }
 
 func validID(id string) bool { return task.ValidID(id) }
+
+// notPublished is a failure before a task's publish was attempted.
+type notPublished struct{ err error }
+
+func (e *notPublished) Error() string { return e.err.Error() }
+func (e *notPublished) Unwrap() error { return e.err }

@@ -72,9 +72,17 @@ type Checkpointer interface {
 	Checkpoint(ctx context.Context, message string) (string, error)
 	// Rollback restores the tree exactly to a checkpoint.
 	Rollback(ctx context.Context, id string) error
-	// Diff returns the unified diff from the base to the current tree.
+	// Diff returns the unified diff from the base to the current tree. A
+	// patch that leaves out files too large to include comes with an
+	// error matching [ErrPartialPatch]; any other error means there is no
+	// patch.
 	Diff(ctx context.Context) (string, error)
 }
+
+// ErrPartialPatch is matched by the error a Diff returns with a valid
+// patch that leaves out files too large to include (the error names
+// them): the patch holds everything else.
+var ErrPartialPatch = errors.New("the patch leaves out files too large to include")
 
 // ExecRequest is one command to run.
 type ExecRequest struct {

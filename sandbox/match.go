@@ -289,12 +289,29 @@ func clip(b []byte) string {
 	return string(b[:n]) + "…"
 }
 
-// CompileGrep compiles a grep pattern (RE2); a malformed one is an error
-// matching fs.ErrInvalid.
-func CompileGrep(pattern string) (*regexp.Regexp, error) {
-	re, err := regexp.Compile(pattern)
+// CompiledGrep is a checked [GrepRequest], what every backend's Grep
+// applies to each file.
+type CompiledGrep struct {
+	Re      *regexp.Regexp
+	Include Include
+	// Limit is the request's MaxMatches, or [DefaultMaxMatches].
+	Limit int
+}
+
+// CompileGrep compiles req's pattern (RE2) and include filter; a malformed
+// one is an error matching fs.ErrInvalid.
+func CompileGrep(req GrepRequest) (CompiledGrep, error) {
+	re, err := regexp.Compile(req.Pattern)
 	if err != nil {
-		return nil, fmt.Errorf("grep pattern: %w: invalid request: %w", err, fs.ErrInvalid)
+		return CompiledGrep{}, fmt.Errorf("grep pattern: %w: invalid request: %w", err, fs.ErrInvalid)
 	}
-	return re, nil
+	include, err := ParseInclude(req.Include)
+	if err != nil {
+		return CompiledGrep{}, err
+	}
+	limit := req.MaxMatches
+	if limit <= 0 {
+		limit = DefaultMaxMatches
+	}
+	return CompiledGrep{Re: re, Include: include, Limit: limit}, nil
 }

@@ -3,9 +3,11 @@ package sandbox
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // LabelOwnerStart is put beside LabelOwnerPID and LabelOwnerHost: the
@@ -55,6 +57,20 @@ func parseProcStat(b []byte) (ProcStat, error) {
 		return ProcStat{}, errors.New("proc stat: bad start time")
 	}
 	return ProcStat{State: f[0][0], Start: start}, nil
+}
+
+// ResourceLabels are the labels of a container or workspace that this
+// process (owner, its [OwnerLabels]) makes now for taskID in deployment:
+// what the reaper reads to tell whose it is and how old.
+func ResourceLabels(deployment, taskID string, owner map[string]string) map[string]string {
+	l := map[string]string{
+		LabelManaged:    "true",
+		LabelDeployment: deployment,
+		LabelTask:       taskID,
+		LabelCreated:    time.Now().UTC().Format(time.RFC3339Nano),
+	}
+	maps.Copy(l, owner)
+	return l
 }
 
 // OwnerLabels are the labels that name this process as a resource's owner:

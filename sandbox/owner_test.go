@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 )
 
 func TestParseProcStat(t *testing.T) {
@@ -31,5 +32,20 @@ func TestOwnerLabelsNameThisProcess(t *testing.T) {
 	}
 	if l[LabelOwnerStart] != strconv.FormatUint(st.Start, 10) || st.State == 'Z' {
 		t.Errorf("start label %q, this process's stat %+v", l[LabelOwnerStart], st)
+	}
+}
+
+// TestResourceLabels: a resource's labels name its deployment, task and
+// owner, and its creation time parses as RFC 3339 (the reaper's reading).
+func TestResourceLabels(t *testing.T) {
+	before := time.Now()
+	l := ResourceLabels("prod", "t-1", OwnerLabels("here"))
+	if l[LabelManaged] != "true" || l[LabelDeployment] != "prod" || l[LabelTask] != "t-1" ||
+		l[LabelOwnerHost] != "here" || l[LabelOwnerPID] != strconv.Itoa(os.Getpid()) {
+		t.Errorf("labels = %v", l)
+	}
+	created, err := time.Parse(time.RFC3339, l[LabelCreated])
+	if err != nil || created.Before(before.Add(-time.Second)) || created.After(time.Now()) {
+		t.Errorf("created %q: %v, %v", l[LabelCreated], created, err)
 	}
 }

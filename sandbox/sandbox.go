@@ -192,7 +192,7 @@ const (
 	LabelManaged    = "dev.wrench.managed"    // "true"
 	LabelDeployment = "dev.wrench.deployment" // deployment name
 	LabelTask       = "dev.wrench.task"       // task id
-	LabelCreated    = "dev.wrench.created"    // RFC 3339 creation time
+	LabelCreated    = "dev.wrench.created"    // RFC 3339 creation time (with fractional seconds)
 	LabelOwnerPID   = "dev.wrench.owner-pid"  // pid of the creating process
 	LabelOwnerHost  = "dev.wrench.owner-host" // host name of the creating process
 )

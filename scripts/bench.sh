@@ -21,14 +21,16 @@ bench ./sandbox/docker 'Exec' 50x
 bench ./sandbox/pool 'PoolAcquire' 5x
 bench ./sandbox/image 'FirstGoTest' 3x
 bench ./workspace 'Clone' 1x
+bench ./environment 'TaskStart|GoTestOnSnapshot' 3x
 bench ./egress 'EgressDownload' 6x
 bench ./queue 'Admission' 2000x
-bench ./dispatcher 'DispatchOverhead|Throughput|CancelLatency' 300x
+bench ./dispatcher 'DispatchOverhead|Throughput|CancelLatency' 300x # DispatchOverheadTenants, ThroughputTenants too
 bench ./dispatcher 'MemoryPerInFlightTask' 3x
 bench ./cmd/wrench 'ServiceThroughput' 60x
 bench ./cmd/wrench 'ServiceLatency' 5x
 bench ./cmd/wrench 'ServiceMemoryPerTask' 1x
 bench ./cmd/wrench 'BenchRun' 3x
+bench ./cmd/wrench 'ClusterThroughput' 20x
 bench ./agent 'Turn|Cancel' 500x
 bench ./agent/editformat '.' 1s
 bench ./diff '.' 1s
@@ -42,6 +44,13 @@ go run ./tools/benchtable \
   -ratio 'FirstGoTest/prebuilt_cache=FirstGoTest/empty_cache' \
   -ratio 'FirstGoTest/prebuilt_cache/net_http=FirstGoTest/empty_cache/net_http' \
   -ratio 'Clone/first=Clone/git_cli' \
+  -ratio 'TaskStart/snapshot_hit=TaskStart/clone_start' \
+  -ratio 'GoTestOnSnapshot/hit_first=GoTestOnSnapshot/warm_second' \
   -ratio 'Admission/sync_lazy=Admission/sync_always@tasks/s' \
+  -ratio 'DispatchOverheadTenants=DispatchOverhead@p50-ms' \
+  -ratio 'ThroughputTenants=Throughput@tasks/s' \
   -ratio 'Clone/mirror=Clone/git_cli' \
-  -ratio 'ServiceLatency/warm=4=ServiceLatency/warm=0' < "$out.raw" | tee "$out.md"
+  -ratio 'ServiceLatency/warm=4=ServiceLatency/warm=0' \
+  -ratio 'ClusterThroughput/workers=1=ClusterThroughput/single_node@tasks/min' \
+  -ratio 'ClusterThroughput/workers=2=ClusterThroughput/workers=1@tasks/min' \
+  -ratio 'ClusterThroughput/workers=3=ClusterThroughput/workers=1@tasks/min' < "$out.raw" | tee "$out.md"

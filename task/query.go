@@ -28,6 +28,9 @@ var ErrNotFound = errors.New("task not found")
 // ErrBadCursor reports a [ListOptions.Cursor] the store did not issue.
 var ErrBadCursor = errors.New("invalid list cursor")
 
+// ErrNotPaused reports a request to resume a task that is not paused.
+var ErrNotPaused = errors.New("task not paused")
+
 // ErrNotQueued reports a submission that was not queued: nothing of it was
 // stored, so submitting it again is safe.
 var ErrNotQueued = errors.New("task not queued")

@@ -17,6 +17,10 @@ const (
 	StateCancelled  State = "cancelled"
 	StateTimedOut   State = "timed_out"
 	StateRejected   State = "rejected"
+	// StatePaused is a task waiting for a spend cap above it (its
+	// repository's or tenant's daily budget) to allow its next model call;
+	// its work is kept and it continues from there (see Pause).
+	StatePaused State = "paused"
 )
 
 // Final reports whether s is a final state.
@@ -30,7 +34,7 @@ func (s State) Final() bool {
 
 // Valid reports whether s is one of the known states.
 func (s State) Valid() bool {
-	return s.Final() || s == StateQueued || s == StateRunning || s == StateVerifying
+	return s.Final() || s == StateQueued || s == StateRunning || s == StateVerifying || s == StatePaused
 }
 
 // ExitCode maps a final state to the exit code `wrench run` and
@@ -92,6 +96,8 @@ type Result struct {
 	// it shut down on the task's last delivery. They do not count toward
 	// the task's delivery limit.
 	HandedBack int `json:"handed_back,omitempty"`
+	// Tenant is the task's tenant (Task.Tenant, or the default one).
+	Tenant string `json:"tenant,omitempty"`
 	// Worker identifies the worker that produced it.
 	Worker     string    `json:"worker,omitempty"`
 	FinishedAt time.Time `json:"finished_at"`
@@ -222,6 +228,8 @@ type Status struct {
 	// attempts that ended without a result: a later attempt adds its own
 	// to it, and the task's limits count it.
 	Spent *Usage `json:"spent,omitempty"`
+	// Pause says why a paused task waits (State paused); nil otherwise.
+	Pause *Pause `json:"pause,omitempty"`
 }
 
 // Progress is a live snapshot of a running task. The figures are the
@@ -250,4 +258,9 @@ type Report struct {
 	// Retry is true when the task failed for an infrastructure reason
 	// (engine down, network error on clone) and should be delivered again.
 	Retry bool
+	// Pause, when set, says the run stopped before a model call that a
+	// spend cap above the task would not allow: the task is to be paused,
+	// not finished (Result.Status is then StatePaused), its work so far
+	// saved for the attempt that continues it.
+	Pause *Pause
 }

@@ -42,6 +42,12 @@ type Task struct {
 	Output Output `json:"output,omitempty"`
 	// Source records where the task came from.
 	Source Source `json:"source,omitempty"`
+	// Tenant is whom the task runs for: the server assigns it from its
+	// policy (the API token, the GitHub owner or the repository), never
+	// the client alone. It names the task's share of the queue, its
+	// cluster-wide concurrency limit and its budget (docs/decisions.md,
+	// Tenants). Empty is [DefaultTenant].
+	Tenant string `json:"tenant,omitempty"`
 	// Grading, when set, is the hidden grading spec of a benchmark task
 	// (see Grading); the agent never sees it.
 	Grading *Grading `json:"grading,omitempty"`

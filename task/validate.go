@@ -59,6 +59,9 @@ func (t *Task) Validate() error {
 	if t.ID != "" && !idPattern.MatchString(t.ID) {
 		add("id", "must be 1-64 letters, digits, '-' or '_', starting with a letter or digit")
 	}
+	if t.Tenant != "" && !ValidTenant(t.Tenant) {
+		add("tenant", "must be 1-32 lower-case letters, digits, '-' or '_', starting with a letter or digit")
+	}
 	switch u := strings.TrimSpace(t.Repo.URL); {
 	case u == "":
 		add("repo.url", "is required")

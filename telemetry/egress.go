@@ -1,8 +1,6 @@
 package telemetry
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -17,8 +15,7 @@ const maxEgressRules = 64
 type egressMetrics struct {
 	egressConns *prometheus.CounterVec
 	egressBytes *prometheus.CounterVec
-	egressMu    *sync.Mutex
-	egressRules map[string]bool
+	egressRules *labelSet
 }
 
 func newEgressMetrics() egressMetrics {
@@ -31,8 +28,7 @@ func newEgressMetrics() egressMetrics {
 			Namespace: Namespace, Name: "egress_bytes_total",
 			Help: "Bytes through the egress proxy (tunnel payload, request and response bodies), by phase and direction (up: out of the sandbox, down: into it), counted when a connection ends.",
 		}, []string{"phase", "direction"}),
-		egressMu:    new(sync.Mutex),
-		egressRules: map[string]bool{},
+		egressRules: newLabelSet(maxEgressRules),
 	}
 	for _, p := range []string{"setup", "agent"} {
 		e.egressConns.WithLabelValues(p, "denied", "")
@@ -56,13 +52,7 @@ func (m *Metrics) EgressConnection(phase string, allowed bool, rule string, up, 
 	verdict := "denied"
 	if allowed {
 		verdict = "allowed"
-		m.egressMu.Lock()
-		if !m.egressRules[rule] && len(m.egressRules) >= maxEgressRules {
-			rule = "other"
-		} else {
-			m.egressRules[rule] = true
-		}
-		m.egressMu.Unlock()
+		rule = m.egressRules.value(rule)
 	} else {
 		rule = ""
 	}

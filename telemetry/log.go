@@ -29,9 +29,38 @@ func TaskIDFrom(ctx context.Context) string {
 }
 
 // NewLogHandler returns the JSON handler Wrench logs with: slog's JSON
-// handler on w, wrapped in a [ContextHandler]. opts may be nil.
+// handler on w, wrapped in a [ContextHandler]. Durations are written as
+// Go duration strings ("1.5s"), not nanoseconds, wherever they appear
+// (see [durationAttr]); a ReplaceAttr in opts runs after that. opts may be
+// nil.
 func NewLogHandler(w io.Writer, opts *slog.HandlerOptions) slog.Handler {
-	return NewContextHandler(slog.NewJSONHandler(w, opts))
+	var o slog.HandlerOptions
+	if opts != nil {
+		o = *opts
+	}
+	o.ReplaceAttr = composeReplace(durationAttr, o.ReplaceAttr)
+	return NewContextHandler(slog.NewJSONHandler(w, &o))
+}
+
+// durationAttr writes a time.Duration value as its String form: slog's
+// JSON handler would write nanoseconds, which nobody reads as a duration.
+// slog calls ReplaceAttr for every non-group attribute, inside groups
+// too, after resolving LogValuers.
+func durationAttr(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
+// composeReplace returns a ReplaceAttr running first, then next (if any).
+func composeReplace(first, next func([]string, slog.Attr) slog.Attr) func([]string, slog.Attr) slog.Attr {
+	if next == nil {
+		return first
+	}
+	return func(groups []string, a slog.Attr) slog.Attr {
+		return next(groups, first(groups, a))
+	}
 }
 
 // ContextHandler adds task_id (from [WithTaskID]) and trace_id/span_id
@@ -57,7 +86,7 @@ func (h *ContextHandler) Enabled(ctx context.Context, level slog.Level) bool {
 
 // Handle adds the context's task and trace ids and passes r on.
 func (h *ContextHandler) Handle(ctx context.Context, r slog.Record) error {
-	if !h.hasTaskID {
+	if !h.hasTaskID && !recordHas(r, LogKeyTaskID) {
 		if id := TaskIDFrom(ctx); id != "" {
 			r.AddAttrs(slog.String(LogKeyTaskID, id))
 		}
@@ -66,6 +95,16 @@ func (h *ContextHandler) Handle(ctx context.Context, r slog.Record) error {
 		r.AddAttrs(slog.String(LogKeyTraceID, sc.TraceID().String()), slog.String(LogKeySpanID, sc.SpanID().String()))
 	}
 	return h.inner.Handle(ctx, r)
+}
+
+// recordHas reports whether r has a top-level attribute key.
+func recordHas(r slog.Record, key string) bool {
+	found := false
+	r.Attrs(func(a slog.Attr) bool {
+		found = a.Key == key
+		return !found
+	})
+	return found
 }
 
 // WithAttrs returns a handler whose records carry attrs.

@@ -62,11 +62,37 @@ type Metrics struct {
 	httpDuration    *prometheus.HistogramVec
 	benchTasks      *prometheus.CounterVec
 	benchCost       *prometheus.CounterVec
-	mu              sync.Mutex
-	models          map[string]bool
+	models          *labelSet
 	fleetMetrics
 	egressMetrics
-	benchRuns map[string]bool
+	*tenantMetrics
+	budgetMetrics
+	benchRuns *labelSet
+}
+
+// labelSet bounds a label's values: the first max distinct values keep
+// their name, later ones become "other" (a submitter must not be able to
+// mint label values at will). It is safe for concurrent use.
+type labelSet struct {
+	mu   sync.Mutex
+	max  int
+	seen map[string]bool
+}
+
+func newLabelSet(max int) *labelSet { return &labelSet{max: max, seen: map[string]bool{}} }
+
+// value returns v when it is one of the first max values seen, else "other".
+func (s *labelSet) value(v string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen[v] {
+		return v
+	}
+	if len(s.seen) >= s.max {
+		return "other"
+	}
+	s.seen[v] = true
+	return v
 }
 
 // NewMetrics creates Wrench's metrics and registers them with reg (pass a
@@ -178,13 +204,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: Namespace, Name: "bench_cost_usd_total",
 			Help: "Model spend of graded bench tasks in US dollars, by bench run and model.",
 		}, []string{"run", "model"}),
-		models:        map[string]bool{},
-		benchRuns:     map[string]bool{},
+		models:        newLabelSet(maxModelLabels),
+		benchRuns:     newLabelSet(maxModelLabels),
 		fleetMetrics:  newFleetMetrics(),
 		egressMetrics: newEgressMetrics(),
+		tenantMetrics: newTenantMetrics(),
+		budgetMetrics: newBudgetMetrics(),
 	}
+	reg.MustRegister(m.tenantMetrics.collectors()...)
 	reg.MustRegister(m.fleetMetrics.collectors()...)
 	reg.MustRegister(m.egressMetrics.collectors()...)
+	reg.MustRegister(m.budgetMetrics.collectors()...)
 	reg.MustRegister(m.buildInfo, m.submitted, m.finished, m.taskDuration, m.phaseDuration,
 		m.inFlight, m.slots, m.freeSlots, m.pending, m.ackPending, m.redeliveries, m.requeues, m.deadLetters,
 		m.modelRequests, m.modelTokens, m.modelCost, m.toolCalls, m.sandboxStarts,
@@ -268,6 +298,7 @@ func (m *Metrics) TaskFinished(res task.Result, elapsed time.Duration) {
 		status = "other"
 	}
 	m.finished.WithLabelValues(status).Inc()
+	m.tenantMetrics.finished(res.Tenant, status)
 	m.TaskFault(res.Fault, BlameTask)
 	m.benchFinished(res)
 	if elapsed <= 0 {
@@ -314,16 +345,7 @@ func (m *Metrics) runLabel(run string) string {
 	if len(run) > 64 {
 		run = run[:64]
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.benchRuns[run] {
-		return run
-	}
-	if len(m.benchRuns) >= maxModelLabels {
-		return "other"
-	}
-	m.benchRuns[run] = true
-	return run
+	return m.benchRuns.value(run)
 }
 
 // SetSlots records this process's slot count and how many are idle.
@@ -372,14 +394,5 @@ func (m *Metrics) modelLabel(model string) string {
 	if len(model) > 64 {
 		model = model[:64]
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.models[model] {
-		return model
-	}
-	if len(m.models) >= maxModelLabels {
-		return "other"
-	}
-	m.models[model] = true
-	return model
+	return m.models.value(model)
 }

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +25,7 @@ func exercise(m *Metrics) {
 	m.TaskSubmitted("cli")
 	m.TaskSubmitted("")
 	m.TaskStarted(1500*time.Millisecond, 2)
+	m.TenantStarted("payments", 1500*time.Millisecond)
 	m.SetSlots(4, 3)
 	m.SetConsumerLag(7, 1)
 	m.TaskRequeued("retry: clone: connection refused")
@@ -44,7 +46,7 @@ func exercise(m *Metrics) {
 	} {
 		m.ObserveEvent(ev)
 	}
-	m.TaskFinished(task.Result{Status: task.StateResolved, Timings: task.Timings{
+	m.TaskFinished(task.Result{Status: task.StateResolved, Tenant: "payments", Timings: task.Timings{
 		Clone: time.Second, SandboxStart: time.Second, Baseline: time.Second,
 		Agent: time.Minute, Verify: time.Second, Total: 2 * time.Minute,
 	}}, 0)
@@ -159,6 +161,9 @@ func TestMetricsNames(t *testing.T) {
 		`wrench_bench_tasks_total{model="gold",outcome="infrastructure",run="nightly"} 1`,
 		`wrench_bench_cost_usd_total{model="gold",run="nightly"} 0.75`,
 		`wrench_task_phase_duration_seconds_count{phase="grade"} 3`,
+		`wrench_tenant_tasks_finished_total{status="resolved",tenant="payments"} 1`,
+		`wrench_tenant_tasks_finished_total{status="resolved",tenant="default"} 3`,
+		`wrench_tenant_queue_wait_seconds_count{tenant="payments"} 1`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("scrape lacks %q", want)
@@ -234,6 +239,22 @@ func count(c prometheus.Collector) int {
 		n++
 	}
 	return n
+}
+
+// The tenant label holds at most task.MaxTenants names; further tenants
+// and names that are no tenant's (a message published by hand) are other.
+func TestMetricsTenantCap(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	for i := range task.MaxTenants + 4 {
+		m.TaskFinished(task.Result{Status: task.StateResolved, Tenant: fmt.Sprintf("t%d", i)}, time.Second)
+	}
+	m.TaskFinished(task.Result{Status: task.StateResolved, Tenant: "Not.A.Tenant"}, time.Second)
+	if got := value(m.tenantFinished.WithLabelValues("other", "resolved")); got != 5 {
+		t.Errorf("other = %v, want 5", got)
+	}
+	if n := count(m.tenantFinished); n != task.MaxTenants+1 {
+		t.Errorf("series = %d, want %d", n, task.MaxTenants+1)
+	}
 }
 
 func TestMetricsBenchRunCap(t *testing.T) {

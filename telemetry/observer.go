@@ -60,6 +60,7 @@ func (o *Observer) end(ctx context.Context, fn func(r *run)) bool {
 func (o *Observer) TaskStarted(ctx context.Context, t task.Task, attempt int, queueWait time.Duration) context.Context {
 	if o.metrics != nil {
 		o.metrics.TaskStarted(queueWait, attempt)
+		o.metrics.TenantStarted(t.TenantName(), queueWait)
 	}
 	r := &run{}
 	if o.tracer != nil {
@@ -101,6 +102,18 @@ func (o *Observer) TaskRequeued(ctx context.Context, id string, attempt int, rea
 	o.end(ctx, func(r *run) {
 		if r.spans != nil {
 			r.spans.End(task.Result{TaskID: id, Status: task.StateQueued, Reason: reason, Attempt: attempt}, time.Time{})
+		}
+	})
+}
+
+// TaskPaused counts the pause and closes the attempt's spans.
+func (o *Observer) TaskPaused(ctx context.Context, id string, attempt int, reason string) {
+	if o.metrics != nil {
+		o.metrics.TaskPaused(reason)
+	}
+	o.end(ctx, func(r *run) {
+		if r.spans != nil {
+			r.spans.End(task.Result{TaskID: id, Status: task.StatePaused, Reason: reason, Attempt: attempt}, time.Time{})
 		}
 	})
 }

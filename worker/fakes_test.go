@@ -87,6 +87,7 @@ func (s *fakeSource) Close() { s.closed.Store(true) }
 type fakeEnvironments struct {
 	err     error
 	diff    string // the sandboxes' diff (a default one when empty)
+	diffErr error  // returned by Diff (with diff) when set
 	fixed   atomic.Bool
 	mu      sync.Mutex
 	started []*fakeSandbox
@@ -100,7 +101,7 @@ func (e *fakeEnvironments) Prepare(ctx context.Context, req environment.Request)
 	if e.err != nil {
 		return nil, e.err
 	}
-	s := &fakeSandbox{e: e, diff: e.diff}
+	s := &fakeSandbox{e: e, diff: e.diff, diffErr: e.diffErr}
 	e.mu.Lock()
 	e.started = append(e.started, s)
 	e.mu.Unlock()
@@ -134,10 +135,11 @@ func (e *fakeEnvironments) allClosed() bool {
 }
 
 type fakeSandbox struct {
-	e      *fakeEnvironments
-	closed atomic.Bool
-	diff   string
-	diffs  atomic.Int32 // calls of Diff
+	e       *fakeEnvironments
+	closed  atomic.Bool
+	diff    string
+	diffErr error
+	diffs   atomic.Int32 // calls of Diff
 }
 
 func (s *fakeSandbox) ID() string { return "fake" }
@@ -170,6 +172,9 @@ func (s *fakeSandbox) Checkpoint(context.Context, string) (string, error) {
 func (s *fakeSandbox) Rollback(context.Context, string) error { return nil }
 func (s *fakeSandbox) Diff(context.Context) (string, error) {
 	s.diffs.Add(1)
+	if s.diffErr != nil {
+		return s.diff, s.diffErr
+	}
 	if s.diff == "" {
 		return "diff --git a/x b/x\n", nil
 	}

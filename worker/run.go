@@ -12,6 +12,8 @@ import (
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/environment"
+	"github.com/wrenchworks/wrench/internal/logctx"
+	"github.com/wrenchworks/wrench/policy"
 	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -25,7 +27,8 @@ var errTaskTimeout = errors.New("task timed out")
 // returns. Cancelling ctx cancels the task.
 func (w *Worker) Run(ctx context.Context, t task.Task, attempt int, onEvent func(task.Event)) task.Report {
 	r := &taskRun{w: w, t: t, attempt: attempt, onEvent: onEvent, start: time.Now(), earlier: task.RedeliveryOf(ctx)}
-	r.log = w.log.With("task_id", t.ID, "attempt", attempt)
+	// Bound to the run's context: every line says the task's trace_id.
+	r.log = logctx.Bind(ctx, w.log.With("task_id", t.ID, "attempt", attempt))
 	return r.run(ctx)
 }
 
@@ -83,18 +86,8 @@ func (r *taskRun) phase(name string, into *time.Duration, fn func() error) error
 }
 
 func (r *taskRun) run(parent context.Context) task.Report {
-	t := &r.t
-	if t.ID == "" {
-		t.ID = task.NewID()
-	}
-	if err := checkInput(t); err != nil {
-		return r.finish(nil, task.Result{Status: task.StateRejected, Reason: err.Error(), Fault: task.FaultInput}, false)
-	}
-	// The policy again, before anything is cloned or opened: a task that
-	// reached the queue some other way than the API (a NATS client with a
-	// worker's credentials) still cannot read this disk or widen a limit.
-	if err := r.w.cfg.Policy.Admit(*t); err != nil {
-		return r.finish(nil, task.Result{Status: task.StateRejected, Reason: err.Error(), Fault: task.FaultInput}, false)
+	if rep, refused := r.refuse(parent); refused {
+		return rep
 	}
 	r.emit(task.Event{Kind: task.EventState, State: task.StateRunning})
 	r.reclaim(parent)
@@ -124,15 +117,53 @@ func (r *taskRun) run(parent context.Context) task.Report {
 	ws, _ := prep.Sandbox.(sandbox.Checkpointer)
 	res := task.Result{BaseCommit: prep.Base.Commit, Setup: prep.Setup}
 	env := prep.Sandbox
-	t.TestCommand = eff.Test
+	r.t.TestCommand = eff.Test
 
-	if t.TestCommand != "" {
+	if r.t.TestCommand != "" {
 		_ = r.phase("baseline", &r.timings.Baseline, func() error {
 			res.TestsBefore = r.runTests(ctx, env, eff.TestTimeout)
 			return nil
 		})
 	}
+	out, rep, done := r.runAgent(ctx, prep, eff, &res)
+	if done {
+		return rep
+	}
+	return r.conclude(ctx, env, ws, eff, res, out)
+}
 
+// refuse checks what needs nothing cloned or opened: the task's input,
+// the policy again (a task that reached the queue some other way than the
+// API, a NATS client with a worker's credentials, still cannot read this
+// disk or widen a limit) and the budgets. refused says the report is the
+// task's end.
+func (r *taskRun) refuse(parent context.Context) (rep task.Report, refused bool) {
+	t := &r.t
+	if t.ID == "" {
+		t.ID = task.NewID()
+	}
+	if err := checkInput(t); err != nil {
+		return r.finish(nil, task.Result{Status: task.StateRejected, Reason: err.Error(), Fault: task.FaultInput}, false), true
+	}
+	if err := r.w.cfg.Policy.Admit(*t); err != nil {
+		return r.finish(nil, task.Result{Status: task.StateRejected, Reason: err.Error(), Fault: task.FaultInput}, false), true
+	}
+	if over := r.exhausted(parent); over != nil {
+		// Nothing left today: pause before cloning anything.
+		p := task.PauseFor(over, r.w.cfg.Now())
+		return r.pause(nil, paused(p), p), true
+	}
+	return task.Report{}, false
+}
+
+// runAgent runs the agent on the prepared sandbox, from the task's save
+// point when an earlier attempt left one, and fills res's usage, summary
+// and resumption. done says rep is the task's end (the model could not be
+// opened, the run was invalid, or a budget paused it); otherwise out is
+// the agent's outcome, to be verified.
+func (r *taskRun) runAgent(ctx context.Context, prep *environment.Prepared, eff *policy.Effective, res *task.Result) (out *agent.Outcome, rep task.Report, done bool) {
+	env := prep.Sandbox
+	ws, _ := env.(sandbox.Checkpointer)
 	baseCP, spent := prep.Base.Checkpoint, r.earlier.Spent
 	var resumeFrom *agent.SavePoint
 	if rs := r.restore(ctx, env, ws, eff.Resume, res.BaseCommit, baseCP); rs != nil {
@@ -149,15 +180,14 @@ func (r *taskRun) run(parent context.Context) task.Report {
 	if err != nil {
 		f := r.failure(ctx, fmt.Errorf("open model: %w", err))
 		f.BaseCommit, f.TestsBefore, f.Setup, f.Resumed = res.BaseCommit, res.TestsBefore, res.Setup, res.Resumed
-		return r.finish(ws, f, false)
+		return nil, r.finish(ws, f, false), true
 	}
 	defer func() {
 		if closeModel != nil {
 			_ = closeModel()
 		}
 	}()
-
-	var out *agent.Outcome
+	t := &r.t
 	agentErr := r.phase("agent", &r.timings.Agent, func() (err error) {
 		out, err = r.w.cfg.Agent.Run(ctx, &agent.Run{
 			Task:           t.Hidden(),
@@ -168,6 +198,7 @@ func (r *taskRun) run(parent context.Context) task.Report {
 			BaseCheckpoint: baseCP,
 			Resume:         resumeFrom,
 			Spent:          spent,
+			Budget:         r.budget(),
 			OnSave:         onSave,
 			SaveEvery:      r.w.cfg.SaveEvery,
 			Baseline:       res.TestsBefore,
@@ -192,17 +223,27 @@ func (r *taskRun) run(parent context.Context) task.Report {
 		return err
 	})
 	if out == nil && errors.Is(agentErr, agent.ErrInvalidRun) {
-		return r.finish(ws, rejected(agentErr, res), false)
+		return nil, r.finish(ws, rejected(agentErr, *res), false), true
 	}
 	if out == nil {
 		out = &agent.Outcome{Reason: agent.StopEnvError, Err: errors.New("agent returned no outcome")}
 	}
 	res.Usage, res.Summary = out.Usage, out.Summary
 	r.history = fileHistoryArtifact(out.FileHistory, r.allSecrets())
+	if p := r.pauseOf(out); p != nil && ctx.Err() == nil {
+		pres := paused(p)
+		pres.BaseCommit, pres.TestsBefore, pres.Setup, pres.Resumed, pres.Usage = res.BaseCommit, res.TestsBefore, res.Setup, res.Resumed, res.Usage
+		return nil, r.pause(ws, pres, p), true
+	}
+	return out, task.Report{}, false
+}
 
-	// Final verification runs even when the run ended on a limit: the
-	// partial work may already pass. A plan-mode run changes nothing, so
-	// there is nothing to verify.
+// conclude verifies the agent's work and judges it: the final test run
+// (even when the run ended on a limit, as the partial work may already
+// pass; not for a plan-mode run, which changes nothing), the status and
+// fault, and, for a graded task, the grading.
+func (r *taskRun) conclude(ctx context.Context, env sandbox.Sandbox, ws sandbox.Checkpointer, eff *policy.Effective, res task.Result, out *agent.Outcome) task.Report {
+	t := &r.t
 	if ctx.Err() == nil && t.TestCommand != "" && t.Mode != task.ModePlan {
 		r.emit(task.Event{Kind: task.EventState, State: task.StateVerifying})
 		_ = r.phase("verify", &r.timings.Verify, func() error {
@@ -213,9 +254,16 @@ func (r *taskRun) run(parent context.Context) task.Report {
 	res.Status, res.Reason = r.judge(ctx, out, res.TestsAfter)
 	res.Fault = faultOf(res.Status, out.Reason)
 	retry := out.Reason == agent.StopEnvError && ctx.Err() == nil && res.Status == task.StateFailed
+	if retry && sandbox.KindOf(out.Err) == sandbox.ErrLimit {
+		// The task's own work filled the disk, the memory or the
+		// lifetime: another attempt would hit the same limit.
+		res.Fault, retry = task.FaultModel, false
+	}
 	if t.Grading != nil {
 		// The agent's patch is taken before the test patch touches the tree.
-		r.takeDiff(ws, &res)
+		if r.takeDiff(ws, &res) {
+			return r.finish(nil, res, true)
+		}
 		r.gradePhase(ctx, env, &res, eff.TestTimeout)
 		return r.finish(nil, res, retry)
 	}
@@ -345,6 +393,12 @@ func (r *taskRun) prepareFailure(ctx context.Context, err error) task.Result {
 // finish fills the common fields, takes the diff from the workspace (the
 // work so far, whatever the status) and packs the artifacts.
 func (r *taskRun) finish(ws sandbox.Checkpointer, res task.Result, retry bool) task.Report {
+	return r.report(ws, res, retry, task.Event{Kind: task.EventResult, State: res.Status, Text: res.Reason})
+}
+
+// report is finish with the event that ends the attempt: the result, or
+// for a pause the paused state.
+func (r *taskRun) report(ws sandbox.Checkpointer, res task.Result, retry bool, last task.Event) task.Report {
 	res.TaskID = r.t.ID
 	// The earlier attempts' model use counts, whether or not this one got
 	// as far as the agent.
@@ -353,8 +407,8 @@ func (r *taskRun) finish(ws sandbox.Checkpointer, res task.Result, retry bool) t
 	res.Usage.Turns = turns
 	res.Attempt = r.attempt
 	res.Worker = r.w.cfg.ID
-	if ws != nil {
-		r.takeDiff(ws, &res)
+	if ws != nil && r.takeDiff(ws, &res) {
+		retry = true
 	}
 	r.timings.Total = time.Since(r.start)
 	res.Timings = r.timings
@@ -378,26 +432,57 @@ func (r *taskRun) finish(ws sandbox.Checkpointer, res task.Result, retry bool) t
 		res.Artifacts = append(res.Artifacts, name)
 	}
 	res.Artifacts = append(res.Artifacts, "log.txt")
-	r.emit(task.Event{Kind: task.EventResult, State: res.Status, Result: &res, Text: res.Reason})
+	if last.Kind == task.EventResult {
+		last.State, last.Result, last.Text = res.Status, &res, res.Reason // takeDiff may have changed them
+	}
+	r.emit(last)
 	r.mu.Lock()
 	arts["log.txt"] = bytes.Clone(r.logBuf.Bytes())
 	r.mu.Unlock()
-	r.log.Info("task finished", "status", res.Status, "reason", res.Reason, "turns", res.Usage.Turns, "elapsed", res.Timings.Total)
+	r.log.Info("attempt finished", "status", res.Status, "reason", res.Reason, "turns", res.Usage.Turns, "elapsed", res.Timings.Total)
 	return task.Report{Result: res, Artifacts: arts, Retry: retry}
 }
 
-// takeDiff records the workspace's diff, the work so far, in res.
-func (r *taskRun) takeDiff(ws sandbox.Checkpointer, res *task.Result) {
+// pause is finish for a task that pauses: the report carries the pause.
+func (r *taskRun) pause(ws sandbox.Checkpointer, res task.Result, p *task.Pause) task.Report {
+	rep := r.report(ws, res, false, task.Event{Kind: task.EventState, State: task.StatePaused, Text: res.Reason})
+	rep.Pause = p
+	return rep
+}
+
+// takeDiff records the workspace's diff, the work so far, in res, and
+// reports whether the attempt must be retried because a resolved result
+// lost its patch: nothing says resolved without its patch. A patch that
+// could not be taken (the workspace's disk is full, the sandbox failed)
+// turns a resolved result into an infrastructure failure, so the
+// dispatcher hands the task back instead of settling it (docs/reliability.md,
+// "Disk full"). A patch over the size cap fails a resolved result without
+// a retry (the model's work is over a limit). A patch that leaves out files
+// too large to include is the task's work as the limits allow and keeps its
+// status; the reason says what is missing.
+func (r *taskRun) takeDiff(ws sandbox.Checkpointer, res *task.Result) (lost bool) {
 	if ws == nil {
-		return
+		return false
 	}
 	dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	patch, err := ws.Diff(dctx)
 	cancel()
-	if err != nil {
-		res.Reason = strings.TrimPrefix(res.Reason+"; diff: "+err.Error(), "; ")
-	}
 	res.Patch = patch
+	if err == nil {
+		return false
+	}
+	res.Reason = strings.TrimPrefix(res.Reason+"; diff: "+err.Error(), "; ")
+	switch {
+	case errors.Is(err, sandbox.ErrPartialPatch) || res.Status != task.StateResolved:
+		return false
+	case sandbox.KindOf(err) == sandbox.ErrLimit:
+		res.Status, res.Fault = task.StateFailed, task.FaultModel
+		res.Reason = "the patch could not be kept: " + err.Error()
+		return false
+	}
+	res.Status, res.Fault = task.StateFailed, task.FaultInfra
+	res.Reason = "the patch could not be taken: " + err.Error()
+	return true
 }
 
 func oneLine(s string, n int) string {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/environment"
@@ -26,6 +27,10 @@ type Sources interface {
 
 // Source is a resolved commit: its files and objects, and a host clone of
 // it for building an environment. Close releases the mirror.
+//
+// It has seven methods because one resolved commit serves two consumers:
+// the environment build (the four of environment.Source, which is what it
+// takes) and the worker (a file of the commit, a clone, the release).
 type Source interface {
 	environment.Source
 	// ReadFile returns a file at the commit (at most max bytes), or an
@@ -89,6 +94,17 @@ type Config struct {
 	// SaveEvery is how many turns pass between save points without a
 	// verified checkpoint (agent.DefaultSaveEvery).
 	SaveEvery int
+	// Budgets, when set, is the daily spend ledger the budgets of the
+	// policy (policy.Policy.BudgetAccounts) are kept in: a task whose next
+	// model call would cross one pauses (Report.Pause) with its work
+	// saved. Nil applies no budget (`wrench run`).
+	Budgets Ledger
+	// BudgetAccounts, when set, says which budget accounts a task draws
+	// on (default Policy.BudgetAccounts): a service passes its policy as
+	// last reloaded.
+	BudgetAccounts func(task.Task) []task.BudgetAccount
+	// Now is the clock of budget days (default time.Now).
+	Now func() time.Time
 	// Reclaim, when set, removes what earlier attempts of a task left
 	// (its containers and workspaces, wherever this worker's engine and
 	// data dir see them) and says how many it removed; Run calls it first
@@ -136,6 +152,12 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Getenv == nil {
 		cfg.Getenv = os.Getenv
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.BudgetAccounts == nil {
+		cfg.BudgetAccounts = cfg.Policy.BudgetAccounts
 	}
 	if cfg.ID == "" {
 		host, _ := os.Hostname()

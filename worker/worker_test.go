@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -359,5 +360,95 @@ func TestDecodeResume(t *testing.T) {
 		if _, err := decodeResume([]byte(c.data), c.base); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("decode %s from %s: %v, want %q", c.data, c.base, err, c.want)
 		}
+	}
+}
+
+// TestPatchThatCannotBeTakenIsNotResolved: nothing says resolved without
+// its patch. A diff that fails (the workspace's disk is full) turns a
+// resolved attempt into a retried infrastructure failure; a patch over
+// the size cap fails it for good; a partial patch (files too large left
+// out) keeps it; an unresolved attempt stays unresolved.
+func TestPatchThatCannotBeTakenIsNotResolved(t *testing.T) {
+	enospc := fmt.Errorf("diff: read big.bin: write /data/workspaces/t1/state/objects/ab: %w", syscall.ENOSPC)
+	partial := &workspacePartial{}
+	overCap := &sandbox.Error{Kind: sandbox.ErrLimit, Op: "diff", Err: errors.New("the patch is 20000000 bytes, over the limit of 16777216")}
+	cases := []struct {
+		name       string
+		diff       string
+		err        error
+		fixed      bool
+		wantStatus task.State
+		wantFault  task.Fault
+		wantRetry  bool
+		wantReason string
+		wantPatch  bool
+	}{
+		{"disk full while taking the patch", "", enospc, true, task.StateFailed, task.FaultInfra, true, "the patch could not be taken: diff: read big.bin", false},
+		{"patch over the cap", "", overCap, true, task.StateFailed, task.FaultModel, false, "the patch could not be kept: sandbox diff: limit: the patch is 20000000 bytes", false},
+		{"partial patch", "diff --git a/x b/x\n", partial, true, task.StateResolved, task.FaultNone, false, "diff: the patch leaves out", true},
+		{"unresolved, disk full", "", enospc, false, task.StateUnresolved, task.FaultModel, false, "tests fail", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			prov := &fakeEnvironments{diff: c.diff, diffErr: c.err}
+			ag := &fakeAgent{reason: agent.StopFinished}
+			if c.fixed {
+				ag.fix = prov
+			}
+			w, err := New(Config{Sources: &fakeSources{}, Environments: prov, Models: fakeModels(nil), Agent: ag})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := w.Run(context.Background(), testTask(), 1, nil)
+			res := rep.Result
+			if res.Status != c.wantStatus || res.Fault != c.wantFault || rep.Retry != c.wantRetry || !strings.Contains(res.Reason, c.wantReason) {
+				t.Fatalf("status %s fault %q retry %v reason %q; want %s %q retry %v reason containing %q",
+					res.Status, res.Fault, rep.Retry, res.Reason, c.wantStatus, c.wantFault, c.wantRetry, c.wantReason)
+			}
+			if (res.Patch != "") != c.wantPatch {
+				t.Errorf("patch %q, want patch=%v", res.Patch, c.wantPatch)
+			}
+			if _, ok := rep.Artifacts["patch.diff"]; ok != c.wantPatch {
+				t.Errorf("patch artifact present=%v, want %v", ok, c.wantPatch)
+			}
+		})
+	}
+}
+
+// workspacePartial is a Diff error for a patch that left files out.
+type workspacePartial struct{}
+
+func (*workspacePartial) Error() string {
+	return "the patch leaves out 1 file(s) over 32 MB, changed but too large to include: big.bin"
+}
+func (*workspacePartial) Is(target error) bool { return target == sandbox.ErrPartialPatch }
+
+// A sandbox that failed on one of its limits (the task's commands filled
+// its disk or memory) fails the task as its own doing, not retried: each
+// redelivery would hit the same limit until the task was dead-lettered. A
+// sandbox that failed otherwise is still the infrastructure's, retried.
+func TestSandboxLimitIsNotRetried(t *testing.T) {
+	disk := &sandbox.Error{Kind: sandbox.ErrLimit, Op: "call", Err: errors.New("the sandbox's disk use exceeded 2000 MB (used 2049 MB)")}
+	gone := &sandbox.Error{Kind: sandbox.ErrGone, Op: "exec", Err: errors.New("container removed")}
+	for _, c := range []struct {
+		name      string
+		err       error
+		wantFault task.Fault
+		wantRetry bool
+	}{
+		{"disk limit", fmt.Errorf("exec: %w", errors.Join(agent.ErrEnvFailed, disk)), task.FaultModel, false},
+		{"container gone", fmt.Errorf("exec: %w", errors.Join(agent.ErrEnvFailed, gone)), task.FaultInfra, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ag := &fakeAgent{reason: agent.StopEnvError, err: c.err}
+			w, err := New(Config{Sources: &fakeSources{}, Environments: &fakeEnvironments{}, Models: fakeModels(nil), Agent: ag})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := w.Run(context.Background(), testTask(), 1, nil)
+			if res := rep.Result; res.Status != task.StateFailed || res.Fault != c.wantFault || rep.Retry != c.wantRetry {
+				t.Fatalf("status %s fault %q retry %v (%s); want failed, fault %q, retry %v", res.Status, res.Fault, rep.Retry, res.Reason, c.wantFault, c.wantRetry)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/wrenchworks/wrench/internal/genrepo"
 	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/task"
 )
@@ -29,15 +30,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// benchSpec: about 5,000 files, 500 commits and a 50 MB tree.
-var benchSpec = genRepoSpec{Files: 5000, Commits: 500, Bytes: 50 << 20}
-
 // benchRepository returns the generated repository; WRENCH_BENCH_REPO
 // names a directory to keep it in across runs (generated when missing).
 func benchRepository(b *testing.B) string {
 	if dir := os.Getenv("WRENCH_BENCH_REPO"); dir != "" {
 		if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
-			generateRepo(b, dir, benchSpec)
+			genrepo.Generate(b, dir, genrepo.Bench)
 		}
 		return dir
 	}
@@ -47,7 +45,7 @@ func benchRepository(b *testing.B) string {
 			b.Fatal(err)
 		}
 		benchRepo.dir = filepath.Join(tmp, "repo")
-		generateRepo(b, benchRepo.dir, benchSpec)
+		genrepo.Generate(b, benchRepo.dir, genrepo.Bench)
 	})
 	if benchRepo.dir == "" {
 		b.Fatal("benchmark repository not generated")

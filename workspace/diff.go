@@ -12,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/wrenchworks/wrench/diff"
+	"github.com/wrenchworks/wrench/sandbox"
 )
 
 // change is one file-level difference between two trees. A rename or copy
@@ -216,6 +217,9 @@ type PartialDiff struct {
 	TooLarge []string
 	Limit    int64
 }
+
+// Is makes a PartialDiff match sandbox.ErrPartialPatch.
+func (e *PartialDiff) Is(target error) bool { return target == sandbox.ErrPartialPatch }
 
 func (e *PartialDiff) Error() string {
 	return fmt.Sprintf("the patch leaves out %d file(s) over %d MB, changed but too large to include: %s",

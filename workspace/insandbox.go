@@ -135,12 +135,9 @@ type SealReport struct {
 func (w *Workspace) Seal(ctx context.Context) (SealReport, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return SealReport{}, ErrClosed
-	}
-	snap, err := w.snapshot(ctx)
+	snap, err := w.current(ctx, "seal")
 	if err != nil {
-		return SealReport{}, fmt.Errorf("seal: %w", err)
+		return SealReport{}, err
 	}
 	var rep SealReport
 	cur := flatTree{}

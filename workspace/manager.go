@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -156,20 +155,10 @@ func (m *Manager) Stats() Stats {
 	return Stats{MirrorHits: m.mirrorHits.Load(), MirrorMisses: m.mirrorMisses.Load()}
 }
 
-// Info describes one workspace directory, for the reaper.
-type Info struct {
-	// Dir is the workspace's directory under Config.Root (the working tree
-	// and its private state are inside it).
-	Dir        string
-	TaskID     string
-	Deployment string
-	Created    time.Time
-	OwnerPID   int
-	OwnerHost  string
-	// OwnerStart is the owner process's start time in clock ticks after
-	// boot (sandbox.LabelOwnerStart; 0 when not labelled).
-	OwnerStart uint64
-}
+// Info describes one workspace directory under Config.Root, for the
+// reaper (the sandbox vocabulary's type, so that the reaper needs nothing
+// of this package).
+type Info = sandbox.WorkspaceInfo
 
 // List returns the workspaces under Root that carry this deployment's
 // label, and directories with no readable label (Deployment ""; Created is
@@ -254,13 +243,7 @@ func (m *Manager) newDir(taskID string) (name string, err error) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", err
 	}
-	labels := map[string]string{
-		sandbox.LabelManaged:    "true",
-		sandbox.LabelDeployment: m.cfg.Deployment,
-		sandbox.LabelTask:       taskID,
-		sandbox.LabelCreated:    time.Now().UTC().Format(time.RFC3339Nano),
-	}
-	maps.Copy(labels, m.owner)
+	labels := sandbox.ResourceLabels(m.cfg.Deployment, taskID, m.owner)
 	data, _ := json.MarshalIndent(labels, "", "  ")
 	tmp := filepath.Join(dir, metaFile+".tmp")
 	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {

@@ -55,23 +55,9 @@ func (m *Manager) open(ctx context.Context, taskID string, repo task.Repo, auth 
 	if strings.TrimSpace(taskID) == "" {
 		return nil, errors.New("workspace: open: empty task id")
 	}
-	src, err := parseSource(repo.URL, !m.cfg.DisableLocal)
+	src, f, err := m.fetcherFor(ctx, repo, auth)
 	if err != nil {
-		return nil, permanent(src, "parse URL", err)
-	}
-	var f fetcher
-	switch src.kind {
-	case kindHTTPS:
-		if auth, err = m.credentialFor(ctx, src, auth); err != nil {
-			return nil, err
-		}
-		f = newHTTPSFetcher(src, auth, m.cfg.CABundle)
-	default:
-		lr, err := openLocal(src)
-		if err != nil {
-			return nil, permanent(src, "open", err)
-		}
-		f = &localFetcher{repo: lr}
+		return nil, err
 	}
 	w, err := m.newWorkspace(taskID, workTree)
 	if err != nil {
@@ -79,12 +65,12 @@ func (m *Manager) open(ctx context.Context, taskID string, repo task.Repo, auth 
 	}
 	if err := m.populate(ctx, w, f, src, repo); err != nil {
 		_ = w.Close()
-		m.log.Warn("workspace clone failed", "task_id", taskID, "url", src.display, "error", err,
+		m.log.WarnContext(ctx, "workspace clone failed", "task_id", taskID, "url", src.display, "err", err,
 			"retriable", Retriable(err), "duration", time.Since(start))
 		return nil, err
 	}
 	w.info.Duration = time.Since(start)
-	m.log.Info("workspace opened", "task_id", taskID, "url", src.display, "ref", w.info.Ref,
+	m.log.InfoContext(ctx, "workspace opened", "task_id", taskID, "url", src.display, "ref", w.info.Ref,
 		"commit", w.BaseCommit(), "mirror", w.info.Mirror, "checkout_cache", w.info.CheckoutCache,
 		"shallow", w.info.Shallow, "files", w.info.Files, "duration", w.info.Duration)
 	return w, nil
@@ -122,7 +108,7 @@ func (m *Manager) newWorkspace(taskID, workTree string) (*Workspace, error) {
 func (m *Manager) populate(ctx context.Context, w *Workspace, f fetcher, src source, repo task.Repo) error {
 	fail := func(op string, err error) error { return cloneErr(src, op, err) }
 	pt := newPhaseTimer()
-	defer func() { m.log.Debug("workspace clone phases", pt.attrs()...) }()
+	defer func() { m.log.DebugContext(ctx, "workspace clone phases", pt.attrs()...) }()
 	if err := initBare(w.stateDir); err != nil {
 		return fail("create workspace", err)
 	}

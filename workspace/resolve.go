@@ -34,6 +34,27 @@ type Commit struct {
 	state string
 }
 
+// fetcherFor parses repo's URL and returns its source and the fetcher
+// that reads it: over HTTPS with the credential for it, or a local
+// repository. Errors are *CloneError.
+func (m *Manager) fetcherFor(ctx context.Context, repo task.Repo, auth *Auth) (source, fetcher, error) {
+	src, err := parseSource(repo.URL, !m.cfg.DisableLocal)
+	if err != nil {
+		return src, nil, permanent(src, "parse URL", err)
+	}
+	if src.kind == kindHTTPS {
+		if auth, err = m.credentialFor(ctx, src, auth); err != nil {
+			return src, nil, err
+		}
+		return src, newHTTPSFetcher(src, auth, m.cfg.CABundle), nil
+	}
+	lr, err := openLocal(src)
+	if err != nil {
+		return src, nil, permanent(src, "open", err)
+	}
+	return src, &localFetcher{repo: lr}, nil
+}
+
 // ErrNoMirror is returned by Resolve when the Manager has no MirrorDir.
 var ErrNoMirror = errors.New("workspace: resolving a commit needs a mirror directory")
 
@@ -44,23 +65,9 @@ func (m *Manager) Resolve(ctx context.Context, repo task.Repo, auth *Auth) (*Com
 	if m.cfg.MirrorDir == "" {
 		return nil, ErrNoMirror
 	}
-	src, err := parseSource(repo.URL, !m.cfg.DisableLocal)
+	src, f, err := m.fetcherFor(ctx, repo, auth)
 	if err != nil {
-		return nil, permanent(src, "parse URL", err)
-	}
-	var f fetcher
-	switch src.kind {
-	case kindHTTPS:
-		if auth, err = m.credentialFor(ctx, src, auth); err != nil {
-			return nil, err
-		}
-		f = newHTTPSFetcher(src, auth, m.cfg.CABundle)
-	default:
-		lr, err := openLocal(src)
-		if err != nil {
-			return nil, permanent(src, "open", err)
-		}
-		f = &localFetcher{repo: lr}
+		return nil, err
 	}
 	mr, err := m.lockMirror(ctx, src)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha1"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -74,6 +75,19 @@ func (w *Workspace) remember(p string, k statKey, h plumbing.Hash, now time.Time
 type snapshot struct {
 	tree  plumbing.Hash
 	files flatTree
+}
+
+// current snapshots the working tree of an open workspace for op (what
+// the error says was being done); w.mu must be held.
+func (w *Workspace) current(ctx context.Context, op string) (snapshot, error) {
+	if w.closed {
+		return snapshot{}, ErrClosed
+	}
+	snap, err := w.snapshot(ctx)
+	if err != nil {
+		return snapshot{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return snap, nil
 }
 
 // snapshot walks the working tree and stores it in the state repository.
@@ -235,7 +249,7 @@ func (w *Workspace) hashFile(dir *os.Root, name string) (plumbing.Hash, fs.FileI
 	if size <= streamThreshold {
 		data := make([]byte, size)
 		if _, err := io.ReadFull(f, data); err != nil {
-			return plumbing.ZeroHash, nil, errFileChanged
+			return plumbing.ZeroHash, nil, shrunk(err)
 		}
 		h, err := w.ow.putBlob(data)
 		return h, fi, err
@@ -243,7 +257,7 @@ func (w *Workspace) hashFile(dir *os.Root, name string) (plumbing.Hash, fs.FileI
 	hasher := sha1.New()
 	hasher.Write(blobHeader(size))
 	if _, err := io.CopyN(hasher, bufio.NewReaderSize(f, 1<<20), size); err != nil {
-		return plumbing.ZeroHash, nil, errFileChanged
+		return plumbing.ZeroHash, nil, shrunk(err)
 	}
 	var h plumbing.Hash
 	copy(h[:], hasher.Sum(nil))
@@ -255,9 +269,20 @@ func (w *Workspace) hashFile(dir *os.Root, name string) (plumbing.Hash, fs.FileI
 	}
 	stored, err := w.ow.putBlobStream(bufio.NewReaderSize(f, 1<<20), size)
 	if err != nil {
-		return plumbing.ZeroHash, nil, errFileChanged
+		// A write error (a full disk) is itself, never "changed": calling it
+		// that hid ENOSPC behind three retries and a wrong reason.
+		return plumbing.ZeroHash, nil, shrunk(err)
 	}
 	return stored, fi, nil
+}
+
+// shrunk is errFileChanged for a file that ended before its size (it was
+// truncated while being read), and err itself for anything else.
+func shrunk(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errFileChanged
+	}
+	return err
 }
 
 // readIgnore parses the .gitignore of dir (a regular file; never a link).

@@ -98,12 +98,9 @@ func (w *Workspace) CloneInfo() CloneInfo { return w.info }
 func (w *Workspace) Checkpoint(ctx context.Context, message string) (string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return "", ErrClosed
-	}
-	snap, err := w.snapshot(ctx)
+	snap, err := w.current(ctx, "checkpoint")
 	if err != nil {
-		return "", fmt.Errorf("checkpoint: %w", err)
+		return "", err
 	}
 	h, err := w.commit(snap.tree, message)
 	if err != nil {
@@ -186,12 +183,9 @@ func (w *Workspace) Rollback(ctx context.Context, id string) error {
 func (w *Workspace) Diff(ctx context.Context) (string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return "", ErrClosed
-	}
-	snap, err := w.snapshot(ctx)
+	snap, err := w.current(ctx, "diff")
 	if err != nil {
-		return "", fmt.Errorf("diff: %w", err)
+		return "", err
 	}
 	out, err := formatPatch(ctx, w.st, w.baseFlat, snap.files, w.maxDiffFile())
 	var partial *PartialDiff
@@ -217,12 +211,9 @@ func (w *Workspace) maxDiffFile() int64 {
 func (w *Workspace) Changed(ctx context.Context) ([]string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return nil, ErrClosed
-	}
-	snap, err := w.snapshot(ctx)
+	snap, err := w.current(ctx, "changed")
 	if err != nil {
-		return nil, fmt.Errorf("changed: %w", err)
+		return nil, err
 	}
 	set := map[string]bool{}
 	for _, c := range compareTrees(w.baseFlat, snap.files) {

@@ -76,18 +76,11 @@ func (e *Env) Grep(ctx context.Context, req sandbox.GrepRequest) ([]sandbox.Grep
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	re, err := sandbox.CompileGrep(req.Pattern)
+	g, err := sandbox.CompileGrep(req)
 	if err != nil {
 		return nil, err
 	}
-	limit := req.MaxMatches
-	if limit <= 0 {
-		limit = sandbox.DefaultMaxMatches
-	}
-	include, err := sandbox.ParseInclude(req.Include)
-	if err != nil {
-		return nil, err
-	}
+	re, include, limit := g.Re, g.Include, g.Limit
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	base, f, err := e.lookup("grep", req.Path)

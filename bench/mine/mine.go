@@ -251,46 +251,33 @@ func validateAll(ctx context.Context, cfg Config, repo *git.Repository, cands []
 	defer cancel()
 	var mu sync.Mutex
 	kept := 0
-	sem := make(chan struct{}, cfg.Concurrency)
-	var wg sync.WaitGroup
-	for i := range cands {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
+	bench.ForEach(ctx, len(cands), cfg.Concurrency, func(i int) {
+		t0 := time.Now()
+		reason, detail, err := cfg.Validator.Validate(ctx, &cands[i], base)
 		if ctx.Err() != nil {
-			break
+			return // cancelled: Max was reached, or the caller gave up
 		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			t0 := time.Now()
-			reason, detail, err := cfg.Validator.Validate(ctx, &cands[i], base)
-			if ctx.Err() != nil {
-				return // cancelled: Max was reached, or the caller gave up
-			}
-			o := Outcome{Commit: cands[i].Commit, InstanceID: cands[i].InstanceID, Kept: err == nil && reason == "",
-				Reason: reason, Detail: detail, Seconds: time.Since(t0).Seconds()}
-			if err != nil {
-				o.Reason, o.Detail = DropInfra, err.Error()
-			}
-			mu.Lock()
-			outs[i] = &o
-			if o.Kept {
-				kept++
-			}
-			// Max counts only the kept instances before which every
-			// candidate is settled, so the kept set does not depend on
-			// which validation finished first.
-			if cfg.Max > 0 && settledKept(outs) >= cfg.Max {
-				cancel()
-			}
-			if cfg.Progress != nil {
-				cfg.Progress(o)
-			}
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+		o := Outcome{Commit: cands[i].Commit, InstanceID: cands[i].InstanceID, Kept: err == nil && reason == "",
+			Reason: reason, Detail: detail, Seconds: time.Since(t0).Seconds()}
+		if err != nil {
+			o.Reason, o.Detail = DropInfra, err.Error()
+		}
+		mu.Lock()
+		outs[i] = &o
+		if o.Kept {
+			kept++
+		}
+		// Max counts only the kept instances before which every
+		// candidate is settled, so the kept set does not depend on
+		// which validation finished first.
+		if cfg.Max > 0 && settledKept(outs) >= cfg.Max {
+			cancel()
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(o)
+		}
+		mu.Unlock()
+	})
 	var out []bench.Instance
 	for i, o := range outs {
 		if o == nil || (cfg.Max > 0 && len(out) >= cfg.Max) {

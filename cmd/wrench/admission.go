@@ -24,10 +24,10 @@ func reportDurability(ctx context.Context, env *cliEnv, cmd string, log *slog.Lo
 	}
 	m.SetAdmissionDurability(d.Level())
 	if p := d.Problem(); p != "" {
-		log.Warn("accepted tasks are not durable", "level", d.Level(), "replicas", d.Replicas, "sync", d.Sync, "problem", p)
+		log.Warn("accepted tasks are not durable", "durability", d.Level(), "replicas", d.Replicas, "sync", d.Sync, "problem", p)
 		fmt.Fprintf(env.stderr, "%s: WARNING: %s\n", cmd, p)
 	} else {
-		log.Info("admission durability", "level", d.Level(), "replicas", d.Replicas, "sync", d.Sync)
+		log.Info("admission durability", "durability", d.Level(), "replicas", d.Replicas, "sync", d.Sync)
 	}
 	return d
 }

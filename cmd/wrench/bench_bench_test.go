@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 // a whole run: use -benchtime=3x.
 func BenchmarkBenchRun(b *testing.B) {
 	requireImage(b)
-	deployment := fmt.Sprintf("test-benchrun-%d", time.Now().UnixNano())
+	deployment := testDeployment("benchrun")
 	b.Cleanup(func() { removeContainers(deployment) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()

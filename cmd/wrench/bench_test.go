@@ -95,7 +95,7 @@ func benchRun(t testing.TB, ctx context.Context, deployment, instances, model st
 // compare reports the flips; predictions.jsonl has SWE-bench's schema.
 func TestBenchMineRunCompare(t *testing.T) {
 	requireImage(t)
-	deployment := fmt.Sprintf("test-bench-%d", time.Now().UnixNano())
+	deployment := testDeployment("bench")
 	t.Cleanup(func() { removeContainers(deployment) })
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -221,7 +221,7 @@ func checkPredictions(t *testing.T, file string, ins []bench.Instance) {
 // but for the times.
 func TestBenchResumeAfterKill(t *testing.T) {
 	requireImage(t)
-	deployment := fmt.Sprintf("test-bench-resume-%d", time.Now().UnixNano())
+	deployment := testDeployment("bench-resume")
 	t.Cleanup(func() { removeContainers(deployment) })
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -353,7 +353,10 @@ func TestBenchRealRepos(t *testing.T) {
 		// Newest first: cast's first two candidates are kept, itsdangerous's
 		// first is dropped (its new tests pass without the fix) and its second
 		// kept, so the test validates few candidates (each costs minutes when
-		// its environment is new). The whole histories are in docs/bench.md.
+		// its environment is new). Every candidate of both histories is
+		// mined, without running tests, by bench/mine's
+		// TestGoldScriptsOnRealHistories; docs/benchmarks.md times a gold
+		// run on all twelve validated itsdangerous instances.
 		{"spf13-cast.bundle", "spf13/cast", "2"},
 		{"pallets-itsdangerous.bundle", "pallets/itsdangerous", "1"},
 	} {
@@ -369,7 +372,7 @@ func TestBenchRealRepos(t *testing.T) {
 			if out, err := exec.Command("git", "clone", "-q", bundle, repo).CombinedOutput(); err != nil {
 				t.Fatalf("clone: %v\n%s", err, out)
 			}
-			deployment := fmt.Sprintf("test-bench-real-%d", time.Now().UnixNano())
+			deployment := testDeployment("bench-real")
 			t.Cleanup(func() { removeContainers(deployment) })
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 			defer cancel()
@@ -393,7 +396,7 @@ func TestBenchRealRepos(t *testing.T) {
 // already running (--server): the tasks are that server's, labelled bench.
 func TestBenchRunThroughServer(t *testing.T) {
 	requireImage(t)
-	deployment := fmt.Sprintf("test-bench-server-%d", time.Now().UnixNano())
+	deployment := testDeployment("bench-server")
 	t.Cleanup(func() { removeContainers(deployment) })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -83,25 +83,45 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func cmdStatus(ctx context.Context, env *cliEnv, args []string) int {
+// idCommand is the preamble the commands on one task share: flags, one
+// task id, a client. It returns the parsed flags and id, or the exit code
+// when they were not usable.
+func idCommand(env *cliEnv, name string, args []string, more func(*flag.FlagSet)) (clientFlags, string, int, bool) {
 	var f clientFlags
-	fs := flag.NewFlagSet("wrench status", flag.ContinueOnError)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	f.register(fs, env)
+	if more != nil {
+		more(fs)
+	}
 	id, code, ok := oneID(fs, env, args)
+	return f, id, code, ok
+}
+
+// statusCommand runs a command that asks the server one thing about one
+// task and gets its status back (status, cancel, resume): call makes the
+// request; text is the human answer (--json prints the status instead).
+func statusCommand(ctx context.Context, env *cliEnv, name string, args []string,
+	call func(*api.Client, context.Context, string) (task.Status, error), text func(id string, st task.Status) string) int {
+	f, id, code, ok := idCommand(env, name, args, nil)
 	if !ok {
 		return code
 	}
-	st, err := f.client().Status(ctx, id)
+	st, err := call(f.client(), ctx, id)
 	if err != nil {
-		return clientError(env, "wrench status", f, err)
+		return clientError(env, name, f, err)
 	}
 	if f.jsonOut {
 		_ = printJSON(env.stdout, st)
 		return exitOK
 	}
-	fmt.Fprintln(env.stdout, statusText(st, time.Now()))
+	fmt.Fprintln(env.stdout, text(id, st))
 	return exitOK
+}
+
+func cmdStatus(ctx context.Context, env *cliEnv, args []string) int {
+	return statusCommand(ctx, env, "wrench status", args, (*api.Client).Status,
+		func(_ string, st task.Status) string { return statusText(st, time.Now()) })
 }
 
 // statusText is the human form of a status: a headline and detail lines.
@@ -124,9 +144,19 @@ func statusText(st task.Status, now time.Time) string {
 			fmt.Fprintf(&b, " @ %s", t.Repo.Ref)
 		}
 		fmt.Fprintf(&b, "\n  task %s", clip(t.Instruction, 100))
+		if t.Tenant != "" && t.Tenant != task.DefaultTenant {
+			fmt.Fprintf(&b, "\n  tenant %s", t.Tenant)
+		}
 	}
 	if p := st.Progress; p != nil && !st.State.Final() {
 		fmt.Fprintf(&b, "\n  turn %d, last tool %s, %s tokens, $%.4f", p.Turn, orDash(p.LastTool), tokens(p.Tokens), p.CostUSD)
+	}
+	if p := st.Pause; p != nil && st.State == task.StatePaused {
+		fmt.Fprintf(&b, "\n  paused: %s", p)
+		fmt.Fprintf(&b, "\n  continues once that budget has $%.4f left (a raised cap, or the next UTC day), or on `wrench resume %s`", p.NeedUSD, st.TaskID)
+	}
+	if u := st.Spent; u != nil && !st.State.Final() {
+		fmt.Fprintf(&b, "\n  spent so far: %s tokens, $%.4f over %d model calls", tokens(u.InputTokens+u.OutputTokens), u.CostUSD, u.ModelCalls)
 	}
 	if r := st.Result; r != nil {
 		fmt.Fprintf(&b, "\n  %s", strings.TrimPrefix(outcomeLine(*r), "wrench: "))
@@ -144,11 +174,7 @@ func statusText(st task.Status, now time.Time) string {
 }
 
 func cmdWatch(ctx context.Context, env *cliEnv, args []string) int {
-	var f clientFlags
-	fs := flag.NewFlagSet("wrench watch", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	f.register(fs, env)
-	id, code, ok := oneID(fs, env, args)
+	f, id, code, ok := idCommand(env, "wrench watch", args, nil)
 	if !ok {
 		return code
 	}
@@ -160,15 +186,12 @@ func cmdWatch(ctx context.Context, env *cliEnv, args []string) int {
 }
 
 func cmdResult(ctx context.Context, env *cliEnv, args []string) int {
-	var f clientFlags
 	var patchFile, trajFile, logFile string
-	fs := flag.NewFlagSet("wrench result", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	f.register(fs, env)
-	fs.StringVar(&patchFile, "patch", "", "write the patch to `FILE` (default: print it on stdout unless --json)")
-	fs.StringVar(&trajFile, "trajectory", "", "write the task's JSONL trajectory to `FILE` (for wrench replay)")
-	fs.StringVar(&logFile, "log", "", "write the task's run log to `FILE`")
-	id, code, ok := oneID(fs, env, args)
+	f, id, code, ok := idCommand(env, "wrench result", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&patchFile, "patch", "", "write the patch to `FILE` (default: print it on stdout unless --json)")
+		fs.StringVar(&trajFile, "trajectory", "", "write the task's JSONL trajectory to `FILE` (for wrench replay)")
+		fs.StringVar(&logFile, "log", "", "write the task's run log to `FILE`")
+	})
 	if !ok {
 		return code
 	}
@@ -212,29 +235,21 @@ func cmdResult(ctx context.Context, env *cliEnv, args []string) int {
 }
 
 func cmdCancel(ctx context.Context, env *cliEnv, args []string) int {
-	var f clientFlags
-	fs := flag.NewFlagSet("wrench cancel", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	f.register(fs, env)
-	id, code, ok := oneID(fs, env, args)
-	if !ok {
-		return code
-	}
-	st, err := f.client().Cancel(ctx, id)
-	if err != nil {
-		return clientError(env, "wrench cancel", f, err)
-	}
-	switch {
-	case f.jsonOut:
-		_ = printJSON(env.stdout, st)
-	case st.State == task.StateCancelled:
-		fmt.Fprintf(env.stdout, "%s cancelled\n", id)
-	case st.State.Final():
-		fmt.Fprintf(env.stdout, "%s was already %s\n", id, st.State)
-	default:
-		fmt.Fprintf(env.stdout, "%s is %s; cancellation requested, its worker is stopping it\n", id, st.State)
-	}
-	return exitOK
+	return statusCommand(ctx, env, "wrench cancel", args, (*api.Client).Cancel, func(id string, st task.Status) string {
+		switch {
+		case st.State == task.StateCancelled:
+			return id + " cancelled"
+		case st.State.Final():
+			return fmt.Sprintf("%s was already %s", id, st.State)
+		}
+		return fmt.Sprintf("%s is %s; cancellation requested, its worker is stopping it", id, st.State)
+	})
+}
+
+func cmdResume(ctx context.Context, env *cliEnv, args []string) int {
+	return statusCommand(ctx, env, "wrench resume", args, (*api.Client).Resume, func(id string, st task.Status) string {
+		return fmt.Sprintf("%s is %s again; its next attempt continues from where it paused", id, st.State)
+	})
 }
 
 func cmdList(ctx context.Context, env *cliEnv, args []string) int {
@@ -244,7 +259,7 @@ func cmdList(ctx context.Context, env *cliEnv, args []string) int {
 	fs := flag.NewFlagSet("wrench list", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	f.register(fs, env)
-	fs.StringVar(&state, "state", "", "only tasks in this state (queued, running, verifying, resolved, unresolved, failed, cancelled, timed_out, rejected)")
+	fs.StringVar(&state, "state", "", "only tasks in this state (queued, running, verifying, paused, resolved, unresolved, failed, cancelled, timed_out, rejected)")
 	fs.IntVar(&o.Limit, "limit", 20, "tasks per page")
 	fs.StringVar(&o.Cursor, "cursor", "", "continue after the page that printed this cursor")
 	pos, code, ok := parseCommand(env, fs, args)

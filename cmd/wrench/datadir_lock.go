@@ -12,7 +12,8 @@ import (
 )
 
 // lockFileName is the data dir's lock: the pid of the `wrench serve` that
-// owns the data dir, locked with flock(2) while it runs.
+// owns the data dir (or of the `wrench nats-server` that owns its store
+// dir), locked with flock(2) while it runs.
 const lockFileName = "wrench.lock"
 
 // errDataDirLocked reports a data dir owned by another running serve.
@@ -39,7 +40,7 @@ func lockDataDir(dir string) (release func(), err error) {
 			holder = "unknown"
 		}
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s is owned by wrench serve pid %s (lock %s); stop it or give another --data-dir", errDataDirLocked, dir, holder, path)
+			return nil, fmt.Errorf("%w: %s is owned by wrench pid %s (lock %s); stop it or give another directory", errDataDirLocked, dir, holder, path)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -8,10 +8,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/wrenchworks/wrench/github"
 	"github.com/wrenchworks/wrench/llm"
+	"github.com/wrenchworks/wrench/sandbox/docker"
 	"github.com/wrenchworks/wrench/sandbox/doctor"
 )
 
@@ -67,12 +66,12 @@ func cmdDoctor(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "wrench doctor: unexpected argument %q\n", pos[0])
 		return exitBadInput
 	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	eng, err := docker.FromEnv()
 	if err != nil {
-		fmt.Fprintf(env.stderr, "wrench doctor: docker client: %v\n", err)
+		fmt.Fprintf(env.stderr, "wrench doctor: %v\n", err)
 		return exitInfra
 	}
-	defer cli.Close()
+	defer eng.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	opts := doctor.Options{Image: *img, Runtime: *runtime}
@@ -81,7 +80,7 @@ func cmdDoctor(ctx context.Context, env *cliEnv, args []string) int {
 			opts.BindSources = []string{dir}
 		}
 	}
-	r := doctor.Check(ctx, cli, opts)
+	r := doctor.Check(ctx, eng, opts)
 	if *model != "none" && *model != humanModel {
 		mr := llm.Check(ctx, *model, llm.OpenConfig{Getenv: env.getenv})
 		addModelFindings(&r, mr)

@@ -10,8 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/wrenchworks/wrench/environment"
 	"github.com/wrenchworks/wrench/sandbox/docker"
 	"github.com/wrenchworks/wrench/task"
@@ -46,22 +44,16 @@ func openStore(ctx context.Context, env *cliEnv, common commonFlags) (*environme
 	if err != nil {
 		return nil, nil, err
 	}
-	dc, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	prov, err := docker.New(ctx, docker.Config{Deployment: common.deployment, Logger: common.logger(env)})
 	if err != nil {
-		return nil, nil, err
-	}
-	prov, err := docker.New(ctx, docker.Config{Client: dc, Deployment: common.deployment, Logger: common.logger(env)})
-	if err != nil {
-		dc.Close()
 		return nil, nil, err
 	}
 	store, err := environment.NewStore(prov, filepath.Join(dataDir, "environments"), common.deployment)
 	if err != nil {
 		prov.Close()
-		dc.Close()
 		return nil, nil, err
 	}
-	return store, func() { prov.Close(); dc.Close() }, nil
+	return store, func() { prov.Close() }, nil
 }
 
 func envList(ctx context.Context, env *cliEnv, args []string) int {

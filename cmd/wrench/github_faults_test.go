@@ -44,7 +44,9 @@ func fixScript(t *testing.T) string {
 // task that a worker process runs and publishes: one pull request, one
 // comment.
 func TestGitHubPublishThroughBinary(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// The first task builds the repository's environment: in a CI run at
+	// load 15-20 the task had not published after 5 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	h := newGHHarness(t, ctx, "hello", map[string]string{"README": "hello\n"}, fixScript(t))
 	h.startWorker(t, ctx, "w-a")
@@ -173,6 +175,12 @@ func TestGitHubEffectsUnderFaults(t *testing.T) {
 			})
 			victim.resume()
 			h.gh.SetHook(nil)
+			// The resumed worker finishes what it was doing (its held
+			// request's answer, then the effects claim it lost); a stale
+			// request of its arriving after the next round's hook is set
+			// would be taken for that round's (stages other than the
+			// comment match any task's request).
+			h.quiet(t, ctx, 2*time.Second)
 			done = append(done, faultTask{id, n, "SIGSTOP at " + string(stage)})
 		}
 	})
@@ -298,4 +306,21 @@ func queueIdle(ctx context.Context, js jetstream.JetStream) bool {
 	}
 	info, err := c.Info(ctx)
 	return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+}
+
+// quiet waits until the stand-in GitHub has had no request for d.
+func (h *ghHarness) quiet(t *testing.T, ctx context.Context, d time.Duration) {
+	t.Helper()
+	count := func() int64 { return int64(len(h.gh.Requests())) + h.gh.GitRequests() }
+	last, since := count(), time.Now()
+	for time.Since(since) < d {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the stand-in GitHub never went quiet for %s", d)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if n := count(); n != last {
+			last, since = n, time.Now()
+		}
+	}
 }

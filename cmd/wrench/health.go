@@ -7,6 +7,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wrenchworks/wrench/policy"
+	"github.com/wrenchworks/wrench/queue"
+	"github.com/wrenchworks/wrench/queue/natsserver"
 	"github.com/wrenchworks/wrench/sandbox/docker"
 )
 
@@ -44,4 +46,24 @@ func checkFreeDisk(dir string, min int64) error {
 		return fmt.Errorf("disk of %s: %d MiB free, below the %d MiB --min-free-disk", dir, free>>20, min>>20)
 	}
 	return nil
+}
+
+// storeReady is the readiness of the queue's store, for /readyz: the
+// connection is up, the embedded server (emb, nil with --nats) has room
+// and has not lost its writes, and the store takes a probe's writes
+// (queue.Conn.StoreReady, at most one probe per 5 s). A store that lost
+// its writes on a full disk recovers by itself once there is room again
+// (docs/reliability.md, "Disk full").
+func storeReady(conn *queue.Conn, emb *natsserver.Server) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := conn.Ready(); err != nil {
+			return err
+		}
+		if emb != nil {
+			if err := emb.Health(); err != nil {
+				return err
+			}
+		}
+		return conn.StoreReady(ctx)
+	}
 }

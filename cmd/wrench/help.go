@@ -44,8 +44,12 @@ func commandHelps() map[string]commandHelp {
 			"Show a task's result: the patch on stdout (or --patch FILE), the result\n" +
 				"object with --json. --trajectory FILE and --log FILE download the run's\n" +
 				"trajectory (for wrench replay) and log."},
-		"wrench cancel": {"[flags] ID", "Cancel a queued or running task."},
-		"wrench list":   {"[flags]", "List tasks, newest first, a page at a time."},
+		"wrench cancel": {"[flags] ID", "Cancel a queued, paused or running task."},
+		"wrench resume": {"[flags] ID",
+			"Queue a paused task again (paused: its next model call would have crossed\n" +
+				"a daily budget). Its next attempt continues from where it paused. Serve\n" +
+				"resumes paused tasks by itself once their budget has room."},
+		"wrench list": {"[flags]", "List tasks, newest first, a page at a time."},
 		"wrench image build": {"[flags]",
 			"Build the default sandbox image from Debian packages (no registry needed).\n" +
 				"A second call is instant unless --force or the recipe changed."},

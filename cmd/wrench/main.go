@@ -1,7 +1,7 @@
 // Command wrench turns tickets into verified patches: it runs one task
 // (`wrench run`), serves the task queue and API (`wrench serve`), joins a
 // cluster as a worker (`wrench worker`), and talks to a server (`submit`,
-// `status`, `watch`, `result`, `cancel`, `list`).
+// `status`, `watch`, `result`, `cancel`, `resume`, `list`).
 package main
 
 import (
@@ -44,24 +44,26 @@ type cliEnv struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"run":     {summary: "run one task end to end and print its patch", run: cmdRun},
-		"image":   {summary: "build the default sandbox image (image build)", run: cmdImage},
-		"model":   {summary: "serve the scripted model (model scripted --script FILE)", run: cmdModel},
-		"doctor":  {summary: "check the Docker engine, the sandbox image and the model endpoint and key", run: cmdDoctor},
-		"replay":  {summary: "re-run a trajectory's tool calls in a fresh sandbox", run: cmdReplay},
-		"env":     {summary: "list, build ahead of tasks, and prune environment snapshots (env ls|build|prune)", run: cmdEnv},
-		"config":  {summary: "show the configuration a task would run with and where each value comes from (config check)", run: cmdConfig},
-		"bench":   {summary: "mine a benchmark from history, run it, compare runs (bench mine|run|compare)", run: cmdBench},
-		"serve":   {summary: "run NATS, dispatcher, workers and the HTTP API in one process", run: cmdServe},
-		"worker":  {summary: "join an external NATS as a worker", run: cmdWorker},
-		"submit":  {summary: "submit a task to a server", run: cmdSubmit},
-		"status":  {summary: "show a task's state", run: cmdStatus},
-		"watch":   {summary: "stream a task's events", run: cmdWatch},
-		"result":  {summary: "show a task's result (and write its patch)", run: cmdResult},
-		"cancel":  {summary: "cancel a task", run: cmdCancel},
-		"list":    {summary: "list tasks", run: cmdList},
-		"__shim":  {summary: "in-sandbox helper", hidden: true, run: cmdShim},
-		"version": {summary: "print the version", run: cmdVersion},
+		"run":         {summary: "run one task end to end and print its patch", run: cmdRun},
+		"image":       {summary: "build the default sandbox image (image build)", run: cmdImage},
+		"model":       {summary: "serve the scripted model (model scripted --script FILE)", run: cmdModel},
+		"doctor":      {summary: "check the Docker engine, the sandbox image and the model endpoint and key", run: cmdDoctor},
+		"replay":      {summary: "re-run a trajectory's tool calls in a fresh sandbox", run: cmdReplay},
+		"env":         {summary: "list, build ahead of tasks, and prune environment snapshots (env ls|build|prune)", run: cmdEnv},
+		"config":      {summary: "show the configuration a task would run with and where each value comes from (config check)", run: cmdConfig},
+		"bench":       {summary: "mine a benchmark from history, run it, compare runs (bench mine|run|compare)", run: cmdBench},
+		"serve":       {summary: "run NATS, dispatcher, workers and the HTTP API in one process", run: cmdServe},
+		"worker":      {summary: "join an external NATS as a worker", run: cmdWorker},
+		"submit":      {summary: "submit a task to a server", run: cmdSubmit},
+		"status":      {summary: "show a task's state", run: cmdStatus},
+		"watch":       {summary: "stream a task's events", run: cmdWatch},
+		"result":      {summary: "show a task's result (and write its patch)", run: cmdResult},
+		"cancel":      {summary: "cancel a task", run: cmdCancel},
+		"resume":      {summary: "resume a paused task from where it paused", run: cmdResume},
+		"list":        {summary: "list tasks", run: cmdList},
+		"__shim":      {summary: "in-sandbox helper", hidden: true, run: cmdShim},
+		"nats-server": {summary: "run the NATS server wrench embeds as a process (a cluster node)", hidden: true, run: cmdNATSServer},
+		"version":     {summary: "print the version", run: cmdVersion},
 	}
 }
 

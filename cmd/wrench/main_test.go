@@ -30,10 +30,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build wrench: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	started := time.Now()
 	code := m.Run()
 	os.RemoveAll(dir)
-	removeTestSnapshots(started)
+	removeTestSnapshots()
 	os.Exit(code)
 }
 
@@ -143,25 +142,30 @@ func TestDispatchUsage(t *testing.T) {
 	}
 }
 
-// removeTestSnapshots removes the environment snapshots this run's tests
-// (deployments named test-…) saved while they ran. Other packages' tests
-// running at the same time name theirs otherwise (wrench-test-…) and keep
-// them; a concurrent run of these tests that loses one only rebuilds it.
-func removeTestSnapshots(since time.Time) {
+// testDeployment names a deployment of this test process: test-<kind>-
+// then the process's own mark, then a unique number, so that
+// removeTestSnapshots removes this process's snapshots and never those
+// of another run of these tests going on at the same time.
+func testDeployment(kind string) string {
+	return fmt.Sprintf("test-%s-%s-%d", kind, processMark, time.Now().UnixNano())
+}
+
+// processMark tells this test process's deployments from others'.
+var processMark = fmt.Sprintf("p%d", os.Getpid())
+
+// removeTestSnapshots removes the environment snapshots this process's
+// tests (deployments named by testDeployment) saved.
+func removeTestSnapshots() {
 	out, err := exec.Command("docker", "images", "--filter", "label=dev.wrench.env.key",
-		"--format", `{{.ID}} {{.CreatedAt}} {{.Repository}}:{{.Tag}}`).Output()
+		"--format", `{{.ID}} {{.Repository}}:{{.Tag}}`).Output()
 	if err != nil {
 		return
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 4 || !strings.Contains(f[len(f)-1], ":test-") {
-			continue
+		// The tag names the deployment: wrench-env:<deployment>-<key>.
+		id, ref, ok := strings.Cut(line, " ")
+		if ok && strings.Contains(ref, ":test-") && strings.Contains(ref, "-"+processMark+"-") {
+			exec.Command("docker", "rmi", "-f", id).Run()
 		}
-		created, err := time.Parse("2006-01-02 15:04:05 -0700", strings.Join(f[1:4], " "))
-		if err != nil || created.Before(since) {
-			continue
-		}
-		exec.Command("docker", "rmi", "-f", f[0]).Run()
 	}
 }

@@ -17,8 +17,9 @@ import (
 // queueLink is what a worker built before its queue connection learns once
 // serve or worker has it: which tasks are final (the reaper removes their
 // containers on sight), where removals are counted
-// (wrench_orphans_reaped_total), and where running tasks' save points go
-// (the artifact store, worker.Resumes). Until then, and in `wrench run`,
+// (wrench_orphans_reaped_total), where running tasks' save points go
+// (the artifact store, worker.Resumes), and the budget ledger with the
+// policy its budgets come from (budget.go). Until then, and in `wrench run`,
 // it tells and keeps nothing. The zero value is ready to use; a nil one
 // tells nothing.
 type queueLink struct {
@@ -27,6 +28,7 @@ type queueLink struct {
 	artifacts *queue.Artifacts
 	metrics   *telemetry.Metrics
 	reaper    *reaper.Reaper
+	budget    budgetState
 }
 
 var _ worker.Resumes = (*queueLink)(nil)
@@ -48,6 +50,7 @@ func (h *queueLink) connect(ctx context.Context, conn *queue.Conn, m *telemetry.
 	}
 	h.mu.Lock()
 	h.states, h.artifacts, h.metrics = conn.States(), conn.Artifacts(), m
+	h.budget.budgets = conn.Budgets()
 	r := h.reaper
 	h.mu.Unlock()
 	if r == nil {

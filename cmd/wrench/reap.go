@@ -5,32 +5,25 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/docker/docker/client"
-
+	"github.com/wrenchworks/wrench/sandbox/docker"
 	"github.com/wrenchworks/wrench/sandbox/reaper"
 	"github.com/wrenchworks/wrench/workspace"
 )
 
 // startReaper removes what crashed or killed processes of this deployment
-// left behind (containers and workspaces whose owner process is gone, or
-// whose task is final once hooks know the queue), once now and then every
-// minute in the background, until stop is called; stop waits for the
-// background sweeps to end. alive, when not nil, says which tasks this
-// process is still working on. A failed sweep is logged, not returned: the
-// next one retries. r is nil when there is no engine client.
-func startReaper(ctx context.Context, wsm *workspace.Manager, deployment string, alive func(taskID string) bool, hooks *queueLink, log *slog.Logger) (r *reaper.Reaper, stop func()) {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		log.Warn("reaper disabled: docker client", "err", err)
-		return nil, func() {}
-	}
-	cfg := reaper.Config{Docker: cli, Deployment: deployment, Alive: alive, Final: hooks.final, Observe: hooks.observe, Logger: log}
+// left behind (containers of eng and workspaces of wsm whose owner process
+// is gone, or whose task is final once hooks know the queue), once now and
+// then every minute in the background, until stop is called; stop waits
+// for the background sweeps to end. alive, when not nil, says which tasks
+// this process is still working on. A failed sweep is logged, not
+// returned: the next one retries.
+func startReaper(ctx context.Context, eng *docker.Engine, wsm *workspace.Manager, deployment string, alive func(taskID string) bool, hooks *queueLink, log *slog.Logger) (r *reaper.Reaper, stop func()) {
+	cfg := reaper.Config{Docker: eng, Deployment: deployment, Alive: alive, Final: hooks.final, Observe: hooks.observe, Logger: log}
 	if wsm != nil {
 		cfg.Workspaces = wsm
 	}
-	r, err = reaper.New(cfg)
+	r, err := reaper.New(cfg)
 	if err != nil {
-		cli.Close()
 		log.Warn("reaper disabled", "err", err)
 		return nil, func() {}
 	}
@@ -44,7 +37,6 @@ func startReaper(ctx context.Context, wsm *workspace.Manager, deployment string,
 	return r, func() {
 		cancel()
 		wg.Wait()
-		cli.Close()
 	}
 }
 

@@ -30,7 +30,7 @@ func TestKilledRunIsReapedOnNextStart(t *testing.T) {
 	git(t, slowSetup, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "slow setup")
 	data := t.TempDir()
 	workspaces := filepath.Join(data, "workspaces")
-	deployment := fmt.Sprintf("test-reap-%d", time.Now().UnixNano())
+	deployment := testDeployment("reap")
 	t.Cleanup(func() {
 		if n := containersOf(t, deployment); n != 0 {
 			exec.Command("sh", "-c", "docker rm -f $(docker ps -aq --filter label=dev.wrench.deployment="+deployment+")").Run()
@@ -119,7 +119,7 @@ func sleeping(t *testing.T, deployment string) bool {
 // the worker counts it by cause.
 func TestWorkerReapsFinalTasksContainers(t *testing.T) {
 	requireImage(t)
-	deployment := fmt.Sprintf("test-reap-final-%d", time.Now().UnixNano())
+	deployment := testDeployment("reap-final")
 	t.Cleanup(func() { removeContainers(deployment) })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +16,7 @@ func TestReplay(t *testing.T) {
 	requireImage(t)
 	repo := gitRepo(t, "go-calc")
 	data := t.TempDir()
-	deployment := fmt.Sprintf("test-replay-%d", time.Now().UnixNano())
+	deployment := testDeployment("replay")
 	traj := filepath.Join(t.TempDir(), "traj.jsonl")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

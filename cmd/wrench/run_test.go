@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +23,7 @@ func TestRunExamples(t *testing.T) {
 		t.Run(c.example, func(t *testing.T) {
 			repo := gitRepo(t, c.example)
 			data := t.TempDir()
-			deployment := fmt.Sprintf("test-run-%d", time.Now().UnixNano())
+			deployment := testDeployment("run")
 			patch := filepath.Join(t.TempDir(), "fix.patch")
 			traj := filepath.Join(t.TempDir(), "traj.jsonl")
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -105,7 +104,7 @@ func TestRunBadInput(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			data := t.TempDir()
-			deployment := fmt.Sprintf("test-bad-%d", time.Now().UnixNano())
+			deployment := testDeployment("bad")
 			args := append([]string{"run", "--data-dir", data, "--deployment", deployment}, c.args...)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()

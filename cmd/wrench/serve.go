@@ -19,6 +19,7 @@ import (
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/api"
 	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/policy"
 	"github.com/wrenchworks/wrench/queue"
 	"github.com/wrenchworks/wrench/queue/natsserver"
 	"github.com/wrenchworks/wrench/task"
@@ -66,7 +67,7 @@ func (s *serviceFlags) register(fs *flag.FlagSet, env *cliEnv) {
 	fs.StringVar(&s.workerID, "worker-id", "", "name of this worker in task states (default host-pid)")
 	s.github.register(fs, env)
 	fs.DurationVar(&s.ackWait, "ack-wait", dispatcher.DefaultAckWait, "how long a task whose worker went silent waits before another worker gets it")
-	fs.StringVar(&s.minFree, "min-free-disk", defaultMinFreeDisk, "free space the data dir's disk needs for this process to take tasks (0: not checked); below it, as with its Docker engine down or its image missing, it is unready and hands tasks over")
+	fs.StringVar(&s.minFree, "min-free-disk", defaultMinFreeDisk, "free space the data dir's disk needs for this process to take tasks (0: not checked); below it, as with its Docker engine down or its image missing, it is unready and hands tasks over, and serve's /readyz fails while its embedded NATS store is below it")
 }
 
 // check validates the flags; minSlots is 0 for serve (API only) and 1 for
@@ -101,9 +102,18 @@ func (s *serviceFlags) workerOptions(gh *githubConn, loopback bool) workerOption
 		checkMounts: true, loopback: loopback}
 	o.minFreeDisk, _ = parseSize(s.minFree) // checked by check
 	o.link = s.link
+	o.flagSecrets = []string{s.github.token}
 	if gh != nil {
 		o.caBundle = gh.ca
 	}
+	return o
+}
+
+// workerOptions are the service's worker options, with serve's own
+// secret flags among the values the worker redacts.
+func (f *serveFlags) workerOptions(gh *githubConn, loopback bool) workerOptions {
+	o := f.service.workerOptions(gh, loopback)
+	o.flagSecrets = append(o.flagSecrets, f.token, f.githubSecret)
 	return o
 }
 
@@ -255,14 +265,14 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
 		return exitBadInput
 	}
-	if err := gh.usePolicy(f.service.workerOptions(gh, listensOnLoopback(ln))); err != nil {
+	if err := gh.usePolicy(f.workerOptions(gh, listensOnLoopback(ln))); err != nil {
 		fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
 		return exitBadInput
 	}
 	f.service.gh = gh
 	var runner dispatcher.Runner
 	if f.service.slots > 0 {
-		w, cleanup, err := newWorker(ctx, env, f.service.workerOptions(gh, listensOnLoopback(ln)))
+		w, cleanup, err := newWorker(ctx, env, f.workerOptions(gh, listensOnLoopback(ln)))
 		if err != nil {
 			fmt.Fprintf(env.stderr, "wrench serve: %v\n", err)
 			return exitCodeFor(err)
@@ -310,73 +320,44 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 	}
 	defer tel.shutdown()
 
-	var conn *queue.Conn
-	var where string
-	known := queue.SyncUnknown
-	if f.nats.url != "" {
-		if conn, err = f.nats.connect(ctx, log, true); err != nil {
-			return fail(err)
-		}
-		where = "queue on " + conn.URL()
-	} else {
-		dataDir, err := f.service.common.resolvedDataDir()
-		if err != nil {
-			return fail(err)
-		}
-		ncfg, signIn, err := f.embeddedNATS(dataDir)
-		if err != nil {
-			return fail(err)
-		}
-		ncfg.Logger = log
-		emb, err := natsserver.Start(ctx, ncfg)
-		if err != nil {
-			return fail(err)
-		}
-		defer emb.Shutdown()
-		qcfg := f.nats.layout.config(log, true)
-		qcfg.ConnectOptions = []nats.Option{emb.ConnectOption()}
-		if conn, err = queue.Connect(ctx, qcfg); err != nil {
-			return fail(err)
-		}
-		where = "data in " + dataDir
-		if emb.SyncAlways() {
-			known = queue.SyncAlways
-		}
-		if emb.ClientURL() != "" {
-			fmt.Fprintf(env.stderr, "wrench serve: NATS for workers at %s\n", workerURL(emb.ClientURL(), ncfg.TLS != nil))
-			fmt.Fprintf(env.stderr, "wrench serve: workers sign in with %s\n", signIn)
-		}
+	q, err := f.openQueue(ctx, env, log)
+	if err != nil {
+		return fail(err)
 	}
-	defer conn.Close()
-	reportDurability(ctx, env, "wrench serve", log, conn, known, splitList(f.nats.monitors), tel.metrics)
+	defer q.close()
+	conn, emb := q.conn, q.emb
+	reportDurability(ctx, env, "wrench serve", log, conn, q.known, splitList(f.nats.monitors), tel.metrics)
 	f.service.link.connect(ctx, conn, tel.metrics, log)
 	defer startSweeper(ctx, conn.Submissions(), tel.metrics, log)()
 
-	var d *dispatcher.Dispatcher
-	if runner != nil {
-		dcfg := tel.dispatcherConfig(f.service, log)
-		if dcfg.Finalizer, err = f.service.gh.finalizer(conn, dcfg.WorkerID, f.service.ackWait, f.service.common, env); err != nil {
-			return fail(err)
-		}
-		if d, err = dispatcher.New(dispatcher.NATS(conn), runner, dcfg); err != nil {
-			return fail(err)
-		}
-	} else if err := dispatcher.OpenQueue(ctx, dispatcher.NATS(conn).Work, tel.dispatcherConfig(f.service, log)); err != nil {
-		// No worker may have started yet: the consumer the workers share
-		// (and an autoscaler reads) is made now, with the settings a
-		// worker's dispatcher gives it.
+	d, err := f.dispatcher(ctx, env, tel, conn, runner, log)
+	if err != nil {
 		return fail(err)
 	}
 	submitter := countingSubmitter{Submissions: conn.Submissions(), m: tel.metrics}
 	// The API and the webhook admit only what the policy allows; its
 	// built-in form allows paths on this disk and scripted models only
 	// while the API listens on loopback.
-	pol, err := loadPolicy(f.service.workerOptions(f.service.gh, listensOnLoopback(ln)))
+	popts := f.service.workerOptions(f.service.gh, listensOnLoopback(ln))
+	pol, err := loadPolicy(popts)
+	if err != nil {
+		return fail(err)
+	}
+	// Budgets follow the policy as last loaded: SIGHUP loads it again, and
+	// the sweeper resumes paused tasks whose budget has room.
+	f.service.link.setPolicy(pol, func() (*policy.Policy, error) { return loadPolicy(popts) })
+	defer watchPolicyReload(ctx, f.service.link, log)()
+	defer startBudgetSweeper(ctx, conn.Submissions(), f.service.link, tel.metrics, log, budgetSweepInterval, time.Now)()
+	tenantToken, err := tenantTokens(pol, env.getenv)
 	if err != nil {
 		return fail(err)
 	}
 	srv, err := api.NewServer(api.Config{
-		Admit:          pol.Admit,
+		Admit:       pol.Admit,
+		TenantToken: tenantToken,
+		Tenant: func(tokenTenant string, t task.Task) string {
+			return pol.Tenant(policy.Who{TokenTenant: tokenTenant, Repo: t.Repo.URL})
+		},
 		Submitter:      apiSubmitter{submitter},
 		States:         conn.States(),
 		Events:         conn.Events(),
@@ -385,7 +366,7 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 		MaxBody:        f.maxBody,
 		Logger:         log.With("component", "api"),
 		Metrics:        telemetry.Handler(tel.registry),
-		Ready:          func(context.Context) error { return conn.Ready() },
+		Ready:          storeReady(conn, emb),
 		TracerProvider: tel.tp,
 		Propagator:     telemetry.Propagator(),
 		ObserveRequest: tel.metrics.HTTPRequest,
@@ -400,7 +381,8 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 		// The API's /readyz says whether it accepts tasks (they wait in
 		// the queue while this process's engine is down); this one
 		// whether its own dispatcher takes them.
-		srv.Handle("GET /readyz/worker", readyHandler(func() error { return errors.Join(conn.Ready(), d.Ready()) }))
+		ready := storeReady(conn, emb)
+		srv.Handle("GET /readyz/worker", readyHandler(func(ctx context.Context) error { return errors.Join(ready(ctx), d.Ready()) }))
 	}
 	slots := fmt.Sprintf("%d slots", f.service.slots)
 	if d == nil {
@@ -409,7 +391,7 @@ func serve(ctx context.Context, env *cliEnv, f serveFlags, runner dispatcher.Run
 	if d != nil {
 		warnNoModelKey(env, "wrench serve")
 	}
-	fmt.Fprintf(env.stderr, "wrench serve: API on http://%s (%s, %s)\n", ln.Addr(), where, slots)
+	fmt.Fprintf(env.stderr, "wrench serve: API on http://%s (%s, %s)\n", ln.Addr(), q.where, slots)
 	log.Info("serving", "http", ln.Addr().String(), "nats", conn.URL(), "slots", f.service.slots)
 	if d == nil {
 		return runAPI(ctx, log, conn, tel.metrics, srv, ln)
@@ -509,6 +491,16 @@ func (b countingSubmitter) Submit(ctx context.Context, t task.Task) (task.Status
 	return st, dup, err
 }
 
+// Resume queues paused task id again by hand, counted in
+// wrench_tasks_resumed_total{how="manual"}.
+func (b countingSubmitter) Resume(ctx context.Context, id string) (task.Status, error) {
+	st, err := b.Submissions.Resume(ctx, id)
+	if err == nil {
+		b.m.TasksResumed(telemetry.ResumedByHand, 1)
+	}
+	return st, err
+}
+
 // Cancel cancels task id; a queued task it cancels is counted as finished
 // (wrench_tasks_finished_total{status="cancelled"}) here, since no worker
 // ever sees it.
@@ -518,4 +510,94 @@ func (b countingSubmitter) Cancel(ctx context.Context, id string) (task.Status, 
 		b.m.TaskFinished(*st.Result, 0)
 	}
 	return st, err
+}
+
+// tenantTokens reads the tenants' API tokens the policy names; nil when it
+// names none (the API then knows only --token).
+func tenantTokens(pol *policy.Policy, getenv func(string) string) (func(string) (string, bool), error) {
+	toks, err := pol.TenantTokens(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	if toks.Len() == 0 {
+		return nil, nil
+	}
+	return toks.Lookup, nil
+}
+
+// serveQueue is the queue serve runs on: an external NATS (--nats), or the
+// server it embeds with its data in the data directory.
+type serveQueue struct {
+	conn  *queue.Conn
+	emb   *natsserver.Server // the embedded server, nil with --nats
+	where string             // where the queue is, for the start line
+	known queue.Sync         // the server's sync setting, when known without asking
+}
+
+// openQueue connects to --nats, or starts the embedded server and
+// connects to it, telling workers where to find it.
+func (f *serveFlags) openQueue(ctx context.Context, env *cliEnv, log *slog.Logger) (*serveQueue, error) {
+	q := &serveQueue{known: queue.SyncUnknown}
+	if f.nats.url != "" {
+		conn, err := f.nats.connect(ctx, log, true)
+		if err != nil {
+			return nil, err
+		}
+		q.conn, q.where = conn, "queue on "+conn.URL()
+		return q, nil
+	}
+	dataDir, err := f.service.common.resolvedDataDir()
+	if err != nil {
+		return nil, err
+	}
+	ncfg, signIn, err := f.embeddedNATS(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	ncfg.Logger = log
+	ncfg.MinFreeDisk, _ = parseSize(f.service.minFree) // checked by check
+	if q.emb, err = natsserver.Start(ctx, ncfg); err != nil {
+		return nil, err
+	}
+	qcfg := f.nats.layout.config(log, true)
+	qcfg.ConnectOptions = []nats.Option{q.emb.ConnectOption()}
+	if q.conn, err = queue.Connect(ctx, qcfg); err != nil {
+		q.emb.Shutdown()
+		return nil, err
+	}
+	q.where = "data in " + dataDir
+	if q.emb.SyncAlways() {
+		q.known = queue.SyncAlways
+	}
+	if q.emb.ClientURL() != "" {
+		fmt.Fprintf(env.stderr, "wrench serve: NATS for workers at %s\n", workerURL(q.emb.ClientURL(), ncfg.TLS != nil))
+		fmt.Fprintf(env.stderr, "wrench serve: workers sign in with %s\n", signIn)
+	}
+	return q, nil
+}
+
+// close closes the connection, then stops the embedded server.
+func (q *serveQueue) close() {
+	q.conn.Close()
+	if q.emb != nil {
+		q.emb.Shutdown()
+	}
+}
+
+// dispatcher is serve's own dispatcher when it runs tasks (runner not
+// nil). With --slots 0 it is nil, and the consumers the workers share (and
+// an autoscaler reads) are made now, with the settings a worker's
+// dispatcher gives them: no worker may have started yet.
+func (f *serveFlags) dispatcher(ctx context.Context, env *cliEnv, tel *serviceTelemetry, conn *queue.Conn, runner dispatcher.Runner, log *slog.Logger) (*dispatcher.Dispatcher, error) {
+	dcfg, err := tel.dispatcherConfig(f.service, log)
+	if err != nil {
+		return nil, err
+	}
+	if runner == nil {
+		return nil, dispatcher.OpenQueue(ctx, dispatcher.NATS(conn).Work, dcfg)
+	}
+	if dcfg.Finalizer, err = f.service.gh.finalizer(conn, dcfg.WorkerID, f.service.ackWait, f.service.common, env); err != nil {
+		return nil, err
+	}
+	return dispatcher.New(dispatcher.NATS(conn), runner, dcfg)
 }

@@ -239,7 +239,9 @@ func TestServeFlagErrors(t *testing.T) {
 // KEDA's nats-jetstream scaler reads the workers consumer from the
 // server's monitoring endpoint (/jsz?acc=$G&consumers=true); that consumer
 // must exist, and count a submitted task as pending, before any worker
-// starts, or KEDA reports "consumer not found" and never scales up.
+// starts, or KEDA reports "consumer not found" and never scales up. The
+// same holds for each tenant the policy names: its consumer exists from the
+// start, before any of its tasks.
 func TestServeAPIOnlyMakesWorkersConsumer(t *testing.T) {
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
 		StoreDir: t.TempDir(), HTTPHost: "127.0.0.1", HTTPPort: server.RANDOM_PORT, NoSigs: true, NoLog: true})
@@ -258,8 +260,12 @@ func TestServeAPIOnlyMakesWorkersConsumer(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(pol, []byte("tenants: [{name: payments, repositories: [\"https://example.com/pay*\"]}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	base := startServeBinary(t, ctx, []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"},
-		"serve", "--nats", srv.ClientURL(), "--slots", "0", "--http", "127.0.0.1:0", "--data-dir", t.TempDir())
+		"serve", "--nats", srv.ClientURL(), "--slots", "0", "--http", "127.0.0.1:0", "--data-dir", t.TempDir(), "--policy", pol)
 	if code, _, errOut := wrench(t, &testServer{url: base}, "submit", "--repo", "https://example.com/r.git", "--task", "resolve"); code != exitOK {
 		t.Fatalf("submit: %d %s", code, errOut)
 	}
@@ -283,19 +289,22 @@ func TestServeAPIOnlyMakesWorkersConsumer(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
 		t.Fatal(err)
 	}
+	pending := map[string]int{}
 	for _, a := range jsz.Accounts {
 		for _, s := range a.Streams {
 			for _, c := range s.Consumers {
-				if a.Name == "$G" && s.Name == "WRENCH_TASKS" && c.Name == "wrench-workers" {
-					if c.NumPending != 1 {
-						t.Errorf("consumer wrench-workers has %d pending, want the submitted task", c.NumPending)
-					}
-					return
+				if a.Name == "$G" && s.Name == "WRENCH_TASKS" {
+					pending[c.Name] = c.NumPending
 				}
 			}
 		}
 	}
-	t.Fatalf("the monitoring endpoint shows no consumer wrench-workers on WRENCH_TASKS: %+v", jsz)
+	if n, ok := pending["wrench-workers"]; !ok || n != 1 {
+		t.Errorf("consumer wrench-workers: present %v, %d pending; want the submitted task (consumers %v)", ok, n, pending)
+	}
+	if n, ok := pending["wrench-workers-payments"]; !ok || n != 0 {
+		t.Errorf("consumer wrench-workers-payments of the policy's tenant: present %v, %d pending; want it made at start, empty (consumers %v)", ok, n, pending)
+	}
 }
 
 // startServeBinary starts the built binary with args and env until the test

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wrenchworks/wrench/dispatcher"
+	"github.com/wrenchworks/wrench/policy"
+	"github.com/wrenchworks/wrench/task"
 	"github.com/wrenchworks/wrench/telemetry"
 )
 
@@ -46,8 +48,14 @@ func (t *serviceTelemetry) shutdown() {
 	}
 }
 
-func (t *serviceTelemetry) dispatcherConfig(f serviceFlags, log *slog.Logger) dispatcher.Config {
+func (t *serviceTelemetry) dispatcherConfig(f serviceFlags, log *slog.Logger) (dispatcher.Config, error) {
+	caps, tenants, err := policyQueue(f)
+	if err != nil {
+		return dispatcher.Config{}, err
+	}
 	return dispatcher.Config{
+		Caps:         caps,
+		Tenants:      tenants,
 		Slots:        f.slots,
 		WorkerID:     f.workerID,
 		PerRepoLimit: f.perRepo,
@@ -55,7 +63,7 @@ func (t *serviceTelemetry) dispatcherConfig(f serviceFlags, log *slog.Logger) di
 		AckWait:      f.ackWait,
 		Observer:     telemetry.NewObserver(t.metrics, t.tracer, log),
 		Logger:       log.With("component", "dispatcher"),
-	}
+	}, nil
 }
 
 // serviceLogger logs JSON on stderr with the task id and trace id of the
@@ -66,4 +74,23 @@ func serviceLogger(env *cliEnv, level string) *slog.Logger {
 		lvl = slog.LevelInfo
 	}
 	return slog.New(telemetry.NewLogHandler(env.stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+// policyQueue is what the policy says about the queue: its cluster-wide
+// running limits for the dispatcher (nil when it sets none: no limit is
+// kept anywhere) and the tenants it names, whose consumers are made at
+// start.
+func policyQueue(f serviceFlags) (dispatcher.Caps, []string, error) {
+	pol, err := policy.Load(f.common.policy, policy.Options{})
+	if err != nil {
+		return nil, nil, &task.ValidationError{Fields: []task.FieldError{{Field: "--policy", Problem: err.Error()}}}
+	}
+	var tenants []string
+	for _, t := range pol.Tenants {
+		tenants = append(tenants, t.Name)
+	}
+	if !pol.HasRunningLimits() {
+		return nil, tenants, nil
+	}
+	return pol, tenants, nil
 }

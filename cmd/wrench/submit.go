@@ -63,7 +63,7 @@ func cmdSubmit(ctx context.Context, env *cliEnv, args []string) int {
 		return exitBadInput
 	}
 	c := f.client.client()
-	st, dup, err := c.Submit(ctx, t)
+	st, dup, err := submitRetrying(ctx, env.stderr, c, t)
 	if err != nil {
 		return clientError(env, "wrench submit", f.client, err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
@@ -21,7 +20,7 @@ func TestServeWarmPool(t *testing.T) {
 	requireImage(t)
 	repo := gitRepo(t, "go-calc")
 	data := t.TempDir()
-	deployment := fmt.Sprintf("test-warm-%d", time.Now().UnixNano())
+	deployment := testDeployment("warm")
 	addr := warmServeAddr(t)
 	server := "http://" + addr
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

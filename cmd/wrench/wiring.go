@@ -9,10 +9,9 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
-
-	"github.com/docker/docker/client"
 
 	"github.com/wrenchworks/wrench/agent"
 	"github.com/wrenchworks/wrench/egress"
@@ -51,6 +50,7 @@ type agentFlags struct {
 	codeSearch     bool
 	noDiagnostics  bool
 	noProjectRules bool
+	maxOutput      int
 }
 
 // config builds the agent's configuration from the flags.
@@ -69,6 +69,7 @@ func (a agentFlags) config(log *slog.Logger) (agent.Config, error) {
 		CodeSearch:            a.codeSearch,
 		Diagnostics:           agent.DiagnosticsConfig{Disabled: a.noDiagnostics},
 		NoProjectInstructions: a.noProjectRules,
+		MaxOutputTokens:       a.maxOutput,
 		Logger:                log,
 	}
 	if a.prompts != "" {
@@ -94,6 +95,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, env *cliEnv) {
 	fs.BoolVar(&c.agent.codeSearch, "code-search", false, "offer the agent a ranked code search tool")
 	fs.BoolVar(&c.agent.noDiagnostics, "no-diagnostics", false, "do not run syntax checks (gofmt -e, python ast) after writes")
 	fs.BoolVar(&c.agent.noProjectRules, "no-project-instructions", false, "ignore AGENTS.md and .wrench/instructions.md in the repository")
+	fs.IntVar(&c.agent.maxOutput, "max-output-tokens", agent.DefaultMaxOutputTokens, "cap on each model reply's tokens on tasks a daily budget applies to (sent as max_completion_tokens); the worst case each call reserves")
 	fs.StringVar(&c.runtime, "runtime", env.getenv("WRENCH_RUNTIME"), "OCI runtime of sandboxes, e.g. runsc for gVisor (default $WRENCH_RUNTIME, else the engine's)")
 	fs.StringVar(&c.sandboxCA, "sandbox-ca", env.getenv("WRENCH_SANDBOX_CA"), "PEM file of the CA certificates sandboxes' TLS clients trust (the complete trust store), for an egress path that re-signs TLS (default $WRENCH_SANDBOX_CA; none: the image's own)")
 	fs.StringVar(&c.envMaxSize, "env-max-size", "20GiB", "size budget of environment snapshots (what they add to their base images); the least recently used beyond it are pruned after each new one")
@@ -148,6 +150,10 @@ type workerOptions struct {
 	// link is what the worker learns once serve or worker has its queue
 	// (nil: nothing).
 	link *queueLink
+	// flagSecrets are the values of secret-bearing flags (--github-token,
+	// serve's --token and --github-webhook-secret), redacted like the
+	// secret environment variables' values.
+	flagSecrets []string
 }
 
 // checkMounts fails when the engine cannot see the paths under dataDir
@@ -202,12 +208,24 @@ const defaultGitHost = "github.com"
 // sandbox, a log line or a trajectory.
 var secretEnv = []string{"WRENCH_LLM_API_KEY", "OPENAI_API_KEY", "WRENCH_GIT_TOKEN", "GITHUB_TOKEN", "WRENCH_API_TOKEN", "WRENCH_GITHUB_WEBHOOK_SECRET"}
 
-func secrets(env *cliEnv) []string {
+// secrets are the values the worker of o redacts.
+func (o workerOptions) secrets(env *cliEnv) []string { return secrets(env, o.flagSecrets...) }
+
+// secrets are the values a worker redacts: those of secretEnv and the
+// secret-bearing flags given (flagValues), each once; values shorter than
+// 6 characters are left out (redacting them would garble ordinary text).
+func secrets(env *cliEnv, flagValues ...string) []string {
 	var out []string
-	for _, k := range secretEnv {
-		if v := env.getenv(k); len(v) >= 6 {
+	add := func(v string) {
+		if len(v) >= 6 && !slices.Contains(out, v) {
 			out = append(out, v)
 		}
+	}
+	for _, k := range secretEnv {
+		add(env.getenv(k))
+	}
+	for _, v := range flagValues {
+		add(v)
 	}
 	return out
 }
@@ -243,6 +261,7 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 	if err != nil {
 		return nil, nil, err
 	}
+	o.link.setPolicy(pol, func() (*policy.Policy, error) { return loadPolicy(o) })
 	wsm, err := workspace.NewManager(workspace.Config{
 		Root:        filepath.Join(dataDir, "workspaces"),
 		MirrorDir:   filepath.Join(dataDir, "mirrors"),
@@ -258,30 +277,30 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 	if err != nil {
 		return nil, nil, err
 	}
-	dc, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	eng, err := docker.FromEnv()
 	if err != nil {
 		releaseShim()
-		return nil, nil, &sandbox.Error{Kind: sandbox.ErrUnavailable, Op: "connect", Err: err}
+		return nil, nil, err
 	}
-	prov, err := docker.New(ctx, docker.Config{Client: dc, Deployment: o.deployment, DefaultImage: firstNonEmpty(o.image, defaultImage),
+	prov, err := docker.New(ctx, docker.Config{Engine: eng, Deployment: o.deployment, DefaultImage: firstNonEmpty(o.image, defaultImage),
 		ShimPath: shim, Runtime: o.common.runtime, Logger: log})
 	if err != nil {
-		dc.Close()
+		eng.Close()
 		releaseShim()
 		return nil, nil, err
 	}
 	if o.checkMounts {
 		if err := checkMounts(ctx, prov, dataDir, log); err != nil {
 			prov.Close()
-			dc.Close()
+			eng.Close()
 			releaseShim()
 			return nil, nil, err
 		}
 	}
 	// Whatever a crashed wrench of this deployment left behind goes now,
 	// and again every minute while this one runs.
-	reap, stopReap := startReaper(ctx, wsm, o.deployment, nil, o.link, log)
-	closers := []func(){releaseShim, func() { _ = dc.Close() }, func() { _ = prov.Close() }, stopReap}
+	reap, stopReap := startReaper(ctx, eng, wsm, o.deployment, nil, o.link, log)
+	closers := []func(){releaseShim, func() { _ = eng.Close() }, func() { _ = prov.Close() }, stopReap}
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
@@ -316,11 +335,14 @@ func newWorker(ctx context.Context, env *cliEnv, o workerOptions) (*worker.Worke
 		Approve:      o.approve,
 		OnLimit:      o.onLimit,
 		Verify:       o.verify,
-		Secrets:      secrets(env),
+		Secrets:      o.secrets(env),
 		Health:       infraProbe(prov, pol, dataDir, o.minFreeDisk),
 		Reclaim:      reclaim(reap),
 		Resumes:      resumesOf(o.link),
-		Logger:       log,
+		// Budgets: the queue's ledger and the policy as last reloaded.
+		Budgets:        budgetsOf(o.link),
+		BudgetAccounts: accountsOf(o.link),
+		Logger:         log,
 	})
 	if err != nil {
 		closeAll()

@@ -83,7 +83,11 @@ func runWorker(ctx context.Context, env *cliEnv, f workerFlags, runner dispatche
 	defer conn.Close()
 	reportDurability(ctx, env, "wrench worker", log, conn, queue.SyncUnknown, splitList(f.nats.monitors), tel.metrics)
 	f.service.link.connect(ctx, conn, tel.metrics, log)
-	dcfg := tel.dispatcherConfig(f.service, log)
+	defer watchPolicyReload(ctx, f.service.link, log)()
+	dcfg, err := tel.dispatcherConfig(f.service, log)
+	if err != nil {
+		return fail(err)
+	}
 	if dcfg.Finalizer, err = f.service.gh.finalizer(conn, dcfg.WorkerID, f.service.ackWait, f.service.common, env); err != nil {
 		return fail(err)
 	}
@@ -96,7 +100,8 @@ func runWorker(ctx context.Context, env *cliEnv, f workerFlags, runner dispatche
 	if f.httpAddr != "" {
 		mux.Handle("GET /metrics", telemetry.Handler(tel.registry))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		mux.HandleFunc("GET /readyz", readyHandler(func() error { return errors.Join(conn.Ready(), d.Ready()) }))
+		ready := storeReady(conn, nil)
+		mux.HandleFunc("GET /readyz", readyHandler(func(ctx context.Context) error { return errors.Join(ready(ctx), d.Ready()) }))
 		if ln, err = net.Listen("tcp", f.httpAddr); err != nil {
 			return fail(fmt.Errorf("listen on %s: %w", f.httpAddr, err))
 		}
@@ -109,9 +114,9 @@ func runWorker(ctx context.Context, env *cliEnv, f workerFlags, runner dispatche
 
 // readyHandler answers a readiness probe: 200 "ready" while ready returns
 // nil, 503 with the reason otherwise.
-func readyHandler(ready func() error) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
+func readyHandler(ready func(context.Context) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := ready(r.Context()); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}

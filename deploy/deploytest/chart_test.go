@@ -81,6 +81,10 @@ wrench:
     defaults:
       max_limits: {max_turns: 40, memory_mb: 2048}
       models: [gpt-4.1]
+    tenants:
+      - {name: payments, repositories: ["https://github.com/acme/payments*"]}
+      - {name: default, max_running: 4}
+      - {name: data-eng, github: [acme-data]}
 serviceMonitor: {enabled: true}
 `,
 		kinds: []string{"ConfigMap/wrench-bootstrap", "ConfigMap/wrench-policy", "Deployment/wrench-api", "Deployment/wrench-worker",
@@ -464,7 +468,9 @@ func TestChartEngineSeesDataDir(t *testing.T) {
 }
 
 // TestChartKEDA checks the ScaledObject against KEDA's nats-jetstream
-// trigger and the queue's real stream and consumer names.
+// trigger and the queue's real stream and consumer names: one trigger per
+// tenant the policy names, summed by a scaling modifier; one alone
+// without tenants.
 func TestChartKEDA(t *testing.T) {
 	c := loadChart(t, chartDir(t))
 	ms := renderScenario(t, c, scenarios[3].values)
@@ -490,22 +496,43 @@ func TestChartKEDA(t *testing.T) {
 	if get(worker, "spec", "replicas") != nil {
 		t.Error("worker Deployment sets replicas while KEDA owns them")
 	}
+	// The scenario's policy names tenants payments, default and data-eng:
+	// a trigger per tenant consumer, the default tenant's first, summed.
 	trig := list(so, "spec", "triggers")
-	if len(trig) != 1 || str(trig, 0, "type") != "nats-jetstream" {
-		t.Fatalf("triggers %v: want one nats-jetstream trigger", trig)
+	consumers := []string{queue.WorkersConsumer, queue.TenantConsumer("payments"), queue.TenantConsumer("data-eng")}
+	if len(trig) != len(consumers) {
+		t.Fatalf("triggers %v: want one nats-jetstream trigger per tenant consumer %v", trig, consumers)
 	}
-	want := map[string]any{
-		"natsServerMonitoringEndpoint": "nats.nats.svc:8222",
-		"account":                      "$G",
-		"stream":                       queue.TasksStream,
-		"consumer":                     queue.WorkersConsumer,
-		"lagThreshold":                 "3", // = wrench.slots of the scenario
-		"activationLagThreshold":       "0",
-		"useHttps":                     "false",
+	for i, cons := range consumers {
+		want := map[string]any{
+			"natsServerMonitoringEndpoint": "nats.nats.svc:8222",
+			"account":                      "$G",
+			"stream":                       queue.TasksStream,
+			"consumer":                     cons,
+			"lagThreshold":                 "3", // = wrench.slots of the scenario
+			"activationLagThreshold":       "0",
+			"useHttps":                     "false",
+		}
+		got := get(trig, i, "metadata").(map[string]any)
+		if str(trig, i, "type") != "nats-jetstream" || str(trig, i, "name") != fmt.Sprintf("t%d", i) || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("trigger %d: type %q name %q metadata\n got %v\nwant %v", i, str(trig, i, "type"), str(trig, i, "name"), got, want)
+		}
 	}
-	got := get(trig, 0, "metadata").(map[string]any)
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("trigger metadata\n got %v\nwant %v", got, want)
+	mod := get(so, "spec", "advanced", "scalingModifiers")
+	if str(so, "spec", "advanced", "scalingModifiers", "formula") != "t0 + t1 + t2" ||
+		str(so, "spec", "advanced", "scalingModifiers", "target") != "3" ||
+		str(so, "spec", "advanced", "scalingModifiers", "metricType") != "AverageValue" {
+		t.Errorf("scaling modifiers %v: want the triggers summed against the slots", mod)
+	}
+	// Without tenants: the one trigger, unnamed, and no modifiers.
+	for _, m := range renderScenario(t, c, strings.Replace(scenarios[3].values, "    tenants:", "    other:", 1)) {
+		if m.kind() != "ScaledObject" {
+			continue
+		}
+		if trig := list(m.obj, "spec", "triggers"); len(trig) != 1 || str(trig, 0, "name") != "" ||
+			str(trig, 0, "metadata", "consumer") != queue.WorkersConsumer || get(m.obj, "spec", "advanced", "scalingModifiers") != nil {
+			t.Errorf("without tenants: triggers %v, modifiers %v", trig, get(m.obj, "spec", "advanced", "scalingModifiers"))
+		}
 	}
 	// Without KEDA the Deployment has a replica count of its own.
 	ms = renderScenario(t, c, scenarios[4].values)

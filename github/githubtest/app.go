@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -74,7 +73,7 @@ type instToken struct {
 
 // EnableApp registers a GitHub App with a fresh 2048-bit key and the given
 // App-level permissions (FullPermissions when nil) and returns it.
-func (s *Server) EnableApp(t testing.TB, id int64, perms Permissions) App {
+func (s *Server) EnableApp(t TB, id int64, perms Permissions) App {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

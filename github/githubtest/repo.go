@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"testing"
 )
 
 // Repo is a repository the server hosts.
@@ -29,7 +28,7 @@ func (r Repo) FullName() string { return r.Owner + "/" + r.Name }
 
 // AddRepo creates owner/name with one commit of files on branch main and
 // returns it.
-func (s *Server) AddRepo(t testing.TB, owner, name string, files map[string]string) Repo {
+func (s *Server) AddRepo(t TB, owner, name string, files map[string]string) Repo {
 	t.Helper()
 	if !validName(owner) || !validName(name) {
 		t.Fatalf("githubtest: bad repository name %s/%s", owner, name)
@@ -48,7 +47,7 @@ func (s *Server) AddRepo(t testing.TB, owner, name string, files map[string]stri
 // Commit adds a commit to branch of owner/name that writes files (an empty
 // content deletes the file) and returns its sha, as a push by someone else
 // would.
-func (s *Server) Commit(t testing.TB, owner, name, branch string, files map[string]string, msg string) string {
+func (s *Server) Commit(t TB, owner, name, branch string, files map[string]string, msg string) string {
 	t.Helper()
 	bare := s.repoDir(owner, name)
 	work := t.TempDir()
@@ -87,13 +86,13 @@ func (s *Server) Branch(owner, name, branch string) (sha string, ok bool) {
 }
 
 // File returns path's content at rev (a branch or sha) in owner/name.
-func (s *Server) File(t testing.TB, owner, name, rev, path string) string {
+func (s *Server) File(t TB, owner, name, rev, path string) string {
 	t.Helper()
 	return runGit(t, s.repoDir(owner, name), "show", rev+":"+path)
 }
 
 // Git runs git in owner/name's bare repository and returns its stdout.
-func (s *Server) Git(t testing.TB, owner, name string, args ...string) string {
+func (s *Server) Git(t TB, owner, name string, args ...string) string {
 	t.Helper()
 	return runGit(t, s.repoDir(owner, name), args...)
 }
@@ -137,7 +136,7 @@ func gitOutput(dir string, args ...string) (string, error) {
 	return string(out), err
 }
 
-func runGit(t testing.TB, dir string, args ...string) string {
+func runGit(t TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir

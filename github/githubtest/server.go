@@ -36,7 +36,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 )
 
@@ -140,8 +139,25 @@ func (s *Server) callHook(c Call) {
 	}
 }
 
+// TB is what the stand-in needs of its user: a *testing.T (any
+// testing.TB), or a program's own, such as the fault suite's
+// (internal/chaos), which runs the stand-in outside a test. It has more
+// than five methods because it is the subset of testing.TB the stand-in
+// calls, kept as testing.TB spells it so that a *testing.T fits as is.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	TempDir() string
+	Error(args ...any)
+	Errorf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Skipf(format string, args ...any)
+}
+
 // New starts a stand-in that accepts token, and closes it when t ends.
-func New(t testing.TB, token string) *Server {
+func New(t TB, token string) *Server {
 	t.Helper()
 	RequireGit(t)
 	s := &Server{
@@ -168,7 +184,7 @@ func New(t testing.TB, token string) *Server {
 
 // RequireGit skips t when the git CLI or git-http-backend is missing,
 // except under CI=true, where it fails.
-func RequireGit(t testing.TB) {
+func RequireGit(t TB) {
 	t.Helper()
 	_, err := exec.LookPath("git")
 	if err == nil {

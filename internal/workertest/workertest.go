@@ -48,7 +48,7 @@ func New(t testing.TB, env *dockertest.Env, o Options) *worker.Worker {
 	}
 	deployment := dockertest.Deployment(t)
 	log := slog.New(slog.DiscardHandler)
-	prov, err := docker.New(ctx, docker.Config{Client: cli, ShimPath: shim, DefaultImage: dockertest.DefaultImage, Deployment: deployment, Logger: log})
+	prov, err := docker.New(ctx, docker.Config{Engine: docker.NewEngine(cli), ShimPath: shim, DefaultImage: dockertest.DefaultImage, Deployment: deployment, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

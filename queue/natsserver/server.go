@@ -24,6 +24,14 @@ type Config struct {
 	// DataDir holds the JetStream file store (under DataDir/nats). Starting
 	// again on the same DataDir keeps every task and result.
 	DataDir string
+	// StoreDir, when set, is the JetStream store directory itself, in
+	// place of DataDir/nats (`wrench nats-server --store-dir`).
+	StoreDir string
+	// Name is the server's name ("wrench" when empty); every node of a
+	// cluster needs its own.
+	Name string
+	// Cluster, when set, makes the server a node of a cluster.
+	Cluster *Cluster
 	// Listen is the client address "host:port" ("127.0.0.1:0" picks a free
 	// port); empty means in-process connections only, no TCP listener.
 	Listen string
@@ -35,8 +43,12 @@ type Config struct {
 	// every two minutes. By default every write is synced before it is
 	// acknowledged (sync_interval: always), so a task the API accepted
 	// survives an OS crash or a power loss, not only a crash of wrench.
-	// Only the admission benchmark sets it, to measure what syncing costs.
+	// Only the admission benchmark sets it, to measure what syncing costs,
+	// and `wrench nats-server --sync DURATION`.
 	LazySync bool
+	// SyncInterval is how often a LazySync server syncs (JetStream's
+	// default of two minutes when zero).
+	SyncInterval time.Duration
 	// NKeys are the public keys of the users who may connect (see
 	// [EnsureUserSeed]). When set, every client must sign in as one of them
 	// or as the server's own user (in-process connections made with
@@ -48,32 +60,56 @@ type Config struct {
 	TLS *tls.Config
 	// Logger receives the server's log; nil discards it.
 	Logger *slog.Logger
+	// MinFreeDisk is the free space the store's disk needs; below it,
+	// [Server.Health] fails (0: not checked).
+	MinFreeDisk int64
+	// GuardInterval is how often the store's disk is measured and a
+	// JetStream that lost its writes is restarted (DefaultGuardInterval
+	// when zero).
+	GuardInterval time.Duration
 }
 
 // Server is a running in-process nats-server with JetStream.
 type Server struct {
 	srv *server.Server
 	// self is the server's own user, when it has users.
-	self nkeys.KeyPair
+	self  nkeys.KeyPair
+	guard *guard
 }
 
 // Start starts a nats-server with JetStream on a file store under
 // cfg.DataDir and waits until it accepts connections (or ctx is done).
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	if cfg.DataDir == "" {
-		return nil, fmt.Errorf("start nats: DataDir is required")
+	store := cfg.StoreDir
+	switch {
+	case store != "":
+	case cfg.DataDir != "":
+		store = filepath.Join(cfg.DataDir, "nats")
+	default:
+		return nil, fmt.Errorf("start nats: DataDir or StoreDir is required")
 	}
-	store := filepath.Join(cfg.DataDir, "nats")
 	if err := os.MkdirAll(store, 0o700); err != nil {
 		return nil, fmt.Errorf("start nats: %w", err)
 	}
+	name := cfg.Name
+	if name == "" {
+		name = "wrench"
+	}
 	opts := &server.Options{
-		ServerName: "wrench",
+		ServerName: name,
 		JetStream:  true,
 		StoreDir:   store,
 		NoSigs:     true,
 		NoLog:      cfg.Logger == nil,
 		SyncAlways: !cfg.LazySync,
+	}
+	if cfg.LazySync {
+		opts.SyncInterval = cfg.SyncInterval
+	}
+	if cfg.Cluster != nil {
+		if err := cfg.Cluster.apply(cfg.Name, opts); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Listen == "" {
 		opts.DontListen = true
@@ -102,9 +138,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start nats: %w", err)
 	}
-	if cfg.Logger != nil {
-		srv.SetLoggerV2(slogAdapter{cfg.Logger.With("component", "nats-server")}, false, false, false)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
+	log = log.With("component", "nats-server")
+	s.guard = newGuard(srv, cfg, log)
+	// Always: the guard reads the server's error lines.
+	srv.SetLoggerV2(slogAdapter{l: log, onError: s.guard.serverError}, false, false, false)
 	go srv.Start()
 	deadline := 30 * time.Second
 	if d, ok := ctx.Deadline(); ok {
@@ -116,8 +157,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("start nats: server not ready after %s", deadline)
 	}
 	s.srv = srv
+	s.guard.start()
 	return s, nil
 }
+
+// Health reports nil while the store can write; else why not: its disk is
+// below Config.MinFreeDisk, it failed a write (until JetStream restarts,
+// which the server does by itself once the disk has room; a cluster node
+// does not), or JetStream is disabled.
+func (e *Server) Health() error { return e.guard.health() }
 
 // splitListen parses "host:port"; port 0 picks a free port.
 func splitListen(addr string) (string, int, error) {
@@ -173,18 +221,37 @@ func (e *Server) SyncAlways() bool { return e.srv.JetStreamConfig().SyncAlways }
 func (e *Server) Server() *server.Server { return e.srv }
 
 // Shutdown stops the server and waits until it has stopped; the file store
-// is flushed and stays on disk.
+// is flushed and stays on disk. Calling it again does nothing more.
 func (e *Server) Shutdown() {
+	e.guard.close()
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
 }
 
-// slogAdapter routes nats-server logging to slog.
-type slogAdapter struct{ l *slog.Logger }
+// slogAdapter routes nats-server logging to slog, and its error lines to
+// onError too.
+type slogAdapter struct {
+	l       *slog.Logger
+	onError func(msg string)
+}
 
 func (a slogAdapter) Noticef(f string, v ...any) { a.l.Info(fmt.Sprintf(f, v...)) }
 func (a slogAdapter) Warnf(f string, v ...any)   { a.l.Warn(fmt.Sprintf(f, v...)) }
-func (a slogAdapter) Fatalf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...)) }
-func (a slogAdapter) Errorf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...)) }
-func (a slogAdapter) Debugf(f string, v ...any)  { a.l.Debug(fmt.Sprintf(f, v...)) }
-func (a slogAdapter) Tracef(f string, v ...any)  { a.l.Debug(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Fatalf(f string, v ...any)  { a.error(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Errorf(f string, v ...any)  { a.error(fmt.Sprintf(f, v...)) }
+
+func (a slogAdapter) error(msg string) {
+	a.l.Error(msg)
+	a.onError(msg)
+}
+func (a slogAdapter) Debugf(f string, v ...any) { a.l.Debug(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Tracef(f string, v ...any) { a.l.Debug(fmt.Sprintf(f, v...)) }
+
+// ClusterURL is the nats:// URL other nodes route to, or "" when the
+// server is not a cluster node.
+func (e *Server) ClusterURL() string {
+	if a := e.srv.ClusterAddr(); a != nil {
+		return "nats://" + a.String()
+	}
+	return ""
+}

@@ -22,7 +22,7 @@ func benchProvider(b *testing.B) (*docker.Provider, string) {
 	cli, shimPath, image := denv.Setup(b)
 	deployment := dockertest.Deployment(b)
 	p, err := docker.New(context.Background(), docker.Config{
-		Client: cli, ShimPath: shimPath, DefaultImage: image, Deployment: deployment,
+		Engine: docker.NewEngine(cli), ShimPath: shimPath, DefaultImage: image, Deployment: deployment,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -5,6 +5,13 @@
 // read-only and more configuration errors surface at create instead of
 // start, both of which this package expects).
 //
+// The package is the only one in Wrench that imports the Docker SDK. Its
+// [Engine] ([FromEnv], the one engine client a process makes) serves the
+// parts of Wrench that manage the engine rather than run sandboxes in it
+// (the image build, the doctor, the reaper) in the sandbox vocabulary's
+// types ([sandbox.Image], [sandbox.Container]) and plain structs; a
+// [Provider] runs on one.
+//
 // Every sandbox is one container whose main process is the shim (the
 // wrench binary's hidden `__shim` subcommand, bind-mounted read-only at
 // /.wrench/wrench) under the engine's init. The backend attaches to the
@@ -15,15 +22,20 @@
 // # Hardening
 //
 // Containers run as a non-root user (1000:1000 by default) with all
-// capabilities dropped, no-new-privileges, a read-only root filesystem,
-// tmpfs /tmp and home mounted exec (Docker's default noexec breaks `go
-// test`) and sized by the disk limit, the workspace bind-mounted read-write
-// at /workspace, no network unless the spec asks for "bridge", memory
-// (without swap), CPU and process limits, an environment made only of the
-// spec's variables (never the host's), no Docker socket, container logging
-// off (stdout is the protocol), and a wall-clock lifetime after which the
-// container is killed. The optional OCI runtime (e.g. runsc) must be
-// registered with the engine.
+// capabilities dropped, no-new-privileges, tmpfs /tmp mounted exec
+// (Docker's default noexec breaks `go test`) and sized by the disk limit,
+// no network unless the spec asks for "bridge", memory (without swap), CPU
+// and process limits, an environment made only of the spec's variables
+// (never the host's), no Docker socket, container logging off (stdout is
+// the protocol), and a wall-clock lifetime after which the container is
+// killed. With Spec.WritableRoot (every task's sandbox, see package
+// environment) the root file system is writable and the workspace and the
+// home directory live in the container's own layer, system files staying
+// root's; without it the root file system is read-only, home is a sized
+// tmpfs, and the workspace is Spec.WorkspaceDir bind-mounted read-write at
+// /workspace (or a sized tmpfs). Spec.Root runs the shim as root with only
+// the capabilities installing packages needs (setupCaps). The optional OCI
+// runtime (e.g. runsc) must be registered with the engine.
 //
 // # Egress
 //
@@ -40,10 +52,13 @@
 // reserve and kills the commands' process groups when the pids limit
 // stays reached (see package shim), so the call returns a failed result.
 //
-// The workspace has no engine quota (Docker's size options do not apply
-// to bind mounts), so a watchdog measures it through the shim every few
-// seconds; past the disk limit the container is killed and every later
-// call fails with a [sandbox.Error] of kind [sandbox.ErrLimit] saying so.
+// Neither the writable layer nor a bind-mounted workspace has an engine
+// quota, so a supervisor measures what the sandbox wrote every
+// Config.WatchInterval (2 s): the engine's size of the writable layer, or
+// the shim's walk of a bind-mounted workspace. Past the disk limit the
+// container is killed and every later call fails with a [sandbox.Error]
+// of kind [sandbox.ErrLimit] saying so. Between two measurements, the
+// shim's RLIMIT_FSIZE keeps any one file within the limit.
 //
 // # Errors
 //

@@ -44,7 +44,7 @@ func newFixture(t *testing.T, mod func(*docker.Config)) *fixture {
 	cli, shimPath, image := denv.Setup(t)
 	f := &fixture{cli: cli, deployment: dockertest.Deployment(t), image: image, shim: shimPath}
 	cfg := docker.Config{
-		Client:       cli,
+		Engine:       docker.NewEngine(cli),
 		ShimPath:     shimPath,
 		DefaultImage: image,
 		Deployment:   f.deployment,

@@ -137,7 +137,7 @@ func TestEngineUnreachable(t *testing.T) {
 	if err != nil {
 		t.Skip("needs an executable to stand in for the shim")
 	}
-	p, err := docker.New(context.Background(), docker.Config{Client: cli, ShimPath: shimPath, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := docker.New(context.Background(), docker.Config{Engine: docker.NewEngine(cli), ShimPath: shimPath, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("New without an engine: %v", err)
 	}
@@ -146,6 +146,42 @@ func TestEngineUnreachable(t *testing.T) {
 	}
 	if _, err := p.Start(context.Background(), sandbox.Spec{}); sandbox.KindOf(err) != sandbox.ErrUnavailable {
 		t.Errorf("Start = %v, want ErrUnavailable", err)
+	}
+}
+
+// TestEngineHandleUnreachable: FromEnv makes a client though the engine
+// the environment names is not there, and every call of the engine handle
+// then fails as unavailable (the version and info with the client's own
+// error, which the doctor quotes).
+func TestEngineHandleUnreachable(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	eng, err := docker.FromEnv()
+	if err != nil {
+		t.Fatalf("FromEnv without an engine: %v", err)
+	}
+	defer eng.Close()
+	ctx := context.Background()
+	_, _, inspectErr := eng.InspectImage(ctx, "wrench-test:x")
+	_, imagesErr := eng.Images(ctx)
+	_, listErr := eng.Containers(ctx, sandbox.LabelManaged+"=true")
+	for name, err := range map[string]error{
+		"Ping":                eng.Ping(ctx),
+		"InspectImage":        inspectErr,
+		"Images":              imagesErr,
+		"RemoveImage":         eng.RemoveImage(ctx, "wrench-test:x"),
+		"RemoveImageIfUnused": eng.RemoveImageIfUnused(ctx, "wrench-test:x"),
+		"Containers":          listErr,
+		"RemoveContainer":     eng.RemoveContainer(ctx, "0123456789ab"),
+	} {
+		if sandbox.KindOf(err) != sandbox.ErrUnavailable {
+			t.Errorf("%s = %v, want ErrUnavailable", name, err)
+		}
+	}
+	if _, err := eng.Version(ctx); err == nil || !strings.Contains(err.Error(), "/nonexistent/docker.sock") {
+		t.Errorf("Version = %v, want the client's error naming the socket", err)
+	}
+	if _, err := eng.Info(ctx); err == nil {
+		t.Error("Info without an engine succeeded")
 	}
 }
 
@@ -217,7 +253,9 @@ func TestContainerGone(t *testing.T) {
 
 func TestAdopt(t *testing.T) {
 	f := newFixture(t, nil)
-	sb := f.start(t, sandbox.Spec{Env: map[string]string{"OLD": "1"}, Timeout: time.Second})
+	// The start spec's lifetime leaves room for a slow start on a loaded
+	// machine (1 s did not: the lifetime could end before Adopt).
+	sb := f.start(t, sandbox.Spec{Env: map[string]string{"OLD": "1"}, Timeout: 4 * time.Second})
 	ad, ok := sb.(interface {
 		Adopt(context.Context, sandbox.Spec) error
 	})
@@ -227,7 +265,7 @@ func TestAdopt(t *testing.T) {
 	if err := ad.Adopt(context.Background(), sandbox.Spec{Env: map[string]string{"NEW": "2"}, Timeout: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // past the start spec's lifetime
+	time.Sleep(4500 * time.Millisecond) // past the start spec's lifetime
 	if res := run(t, sb, "echo ${OLD:-none} $NEW"); string(res.Output) != "none 2\n" {
 		t.Errorf("env after Adopt = %q", res.Output)
 	}

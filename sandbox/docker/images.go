@@ -2,7 +2,10 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -17,11 +20,11 @@ import (
 
 // InspectImage describes a local image; ok is false when the engine has
 // no image of that name.
-func (p *Provider) InspectImage(ctx context.Context, ref string) (img sandbox.Image, ok bool, err error) {
+func (e *Engine) InspectImage(ctx context.Context, ref string) (img sandbox.Image, ok bool, err error) {
 	if err := checkImage("inspect image", ref); err != nil {
 		return img, false, err
 	}
-	ii, err := p.cli.ImageInspect(ctx, ref)
+	ii, err := e.cli.ImageInspect(ctx, ref)
 	if cerrdefs.IsNotFound(err) {
 		return img, false, nil
 	}
@@ -39,13 +42,13 @@ func (p *Provider) InspectImage(ctx context.Context, ref string) (img sandbox.Im
 }
 
 // Images lists the local images that carry every one of labels ("key",
-// any value, or "key=value").
-func (p *Provider) Images(ctx context.Context, labels ...string) ([]sandbox.Image, error) {
+// any value, or "key=value"), oldest first.
+func (e *Engine) Images(ctx context.Context, labels ...string) ([]sandbox.Image, error) {
 	f := filters.NewArgs()
 	for _, l := range labels {
 		f.Add("label", l)
 	}
-	list, err := p.cli.ImageList(ctx, image.ListOptions{Filters: f})
+	list, err := e.cli.ImageList(ctx, image.ListOptions{Filters: f})
 	if err != nil {
 		return nil, engineErr("list images", err)
 	}
@@ -57,14 +60,84 @@ func (p *Provider) Images(ctx context.Context, labels ...string) ([]sandbox.Imag
 	return out, nil
 }
 
-// RemoveImage deletes a local image by name or id (its tags too). An image
-// that is already gone is not an error; one a container still uses is.
-func (p *Provider) RemoveImage(ctx context.Context, ref string) error {
-	_, err := p.cli.ImageRemove(ctx, ref, image.RemoveOptions{Force: true, PruneChildren: true})
+// RemoveImage deletes a local image by name or id (its tags too), though
+// a stopped container was made from it. An image that is already gone is
+// not an error; one a running container uses is.
+func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
+	return e.removeImage(ctx, ref, true)
+}
+
+// RemoveImageIfUnused deletes a local image by name or id unless a
+// container, running or stopped, was made from it: that is an error, and
+// the image stays. An image that is already gone is not an error.
+func (e *Engine) RemoveImageIfUnused(ctx context.Context, ref string) error {
+	return e.removeImage(ctx, ref, false)
+}
+
+func (e *Engine) removeImage(ctx context.Context, ref string, force bool) error {
+	_, err := e.cli.ImageRemove(ctx, ref, image.RemoveOptions{Force: force, PruneChildren: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr("remove image", err)
 	}
 	return nil
+}
+
+// ImportImage makes a local image named ref from rootfs, a tar stream of a
+// root file system, with changes (Dockerfile instructions: USER, ENV,
+// LABEL, WORKDIR, CMD) applied and comment as its history. When reading
+// rootfs fails, the engine discards what it received and tags nothing.
+func (e *Engine) ImportImage(ctx context.Context, rootfs io.Reader, ref string, changes []string, comment string) error {
+	resp, err := e.cli.ImageImport(ctx, image.ImportSource{Source: rootfs, SourceName: "-"}, ref,
+		image.ImportOptions{Changes: changes, Message: comment})
+	if err != nil {
+		return fmt.Errorf("import %s: %w", ref, err)
+	}
+	defer resp.Close()
+	if err := readImportStream(resp); err != nil {
+		return fmt.Errorf("import %s: %w", ref, err)
+	}
+	return nil
+}
+
+// readImportStream drains the engine's JSON progress stream of an import
+// and returns the first error message in it.
+func readImportStream(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	for {
+		var msg struct {
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&msg); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read import response: %w", err)
+		}
+		if msg.ErrorDetail.Message != "" {
+			return errors.New(msg.ErrorDetail.Message)
+		}
+		if msg.Error != "" {
+			return errors.New(msg.Error)
+		}
+	}
+}
+
+// InspectImage describes a local image; see [Engine.InspectImage].
+func (p *Provider) InspectImage(ctx context.Context, ref string) (sandbox.Image, bool, error) {
+	return p.eng.InspectImage(ctx, ref)
+}
+
+// Images lists local images by label; see [Engine.Images].
+func (p *Provider) Images(ctx context.Context, labels ...string) ([]sandbox.Image, error) {
+	return p.eng.Images(ctx, labels...)
+}
+
+// RemoveImage deletes a local image; see [Engine.RemoveImage].
+func (p *Provider) RemoveImage(ctx context.Context, ref string) error {
+	return p.eng.RemoveImage(ctx, ref)
 }
 
 // Commit saves a sandbox's file system (its copy-on-write layer over the

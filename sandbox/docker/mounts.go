@@ -12,19 +12,9 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/network"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/wrenchworks/wrench/sandbox"
 )
-
-// ContainerCreator is the part of the engine client [CheckBindSources]
-// uses.
-type ContainerCreator interface {
-	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig,
-		networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
-	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
-}
 
 // HiddenPathsError says that the engine cannot see some of the paths this
 // process bind-mounts into sandboxes: the engine resolves bind-mount
@@ -60,7 +50,7 @@ func (e *HiddenPathsError) Fix() string {
 // It returns a [*HiddenPathsError] naming the paths the engine cannot see,
 // a [sandbox.Error] of kind ErrImageMissing or ErrUnavailable when it
 // cannot tell (no image, no engine), and nil when every path is visible.
-func CheckBindSources(ctx context.Context, cli ContainerCreator, image string, paths []string) error {
+func (e *Engine) CheckBindSources(ctx context.Context, image string, paths []string) error {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -77,7 +67,7 @@ func CheckBindSources(ctx context.Context, cli ContainerCreator, image string, p
 			return err
 		}
 		probes = append(probes, probe)
-		visible, err := engineSees(ctx, cli, image, probe)
+		visible, err := e.sees(ctx, image, probe)
 		if err != nil {
 			return err
 		}
@@ -94,9 +84,9 @@ func CheckBindSources(ctx context.Context, cli ContainerCreator, image string, p
 // CheckBindSources checks that the engine sees the shim binary and each
 // of extra (directories or files this process will bind-mount into
 // sandboxes) at the same paths, with the default image; see the function
-// [CheckBindSources].
+// [Engine.CheckBindSources].
 func (p *Provider) CheckBindSources(ctx context.Context, extra ...string) error {
-	return CheckBindSources(ctx, p.cli, p.cfg.DefaultImage, append([]string{p.cfg.ShimPath}, extra...))
+	return p.eng.CheckBindSources(ctx, p.cfg.DefaultImage, append([]string{p.cfg.ShimPath}, extra...))
 }
 
 // writeProbe writes an empty file with a random name next to (or, for a
@@ -120,17 +110,16 @@ func writeProbe(path string) (string, error) {
 	return probe, f.Close()
 }
 
-// engineSees reports whether the engine accepts probe as a bind-mount
-// source.
-func engineSees(ctx context.Context, cli ContainerCreator, image, probe string) (bool, error) {
+// sees reports whether the engine accepts probe as a bind-mount source.
+func (e *Engine) sees(ctx context.Context, image, probe string) (bool, error) {
 	cfg := &container.Config{Image: image, Entrypoint: []string{"/.wrench-probe"}}
 	hc := &container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{
 		Type: mount.TypeBind, Source: probe, Target: "/.wrench-probe", ReadOnly: true,
 	}}}
-	created, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	created, err := e.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
 	switch {
 	case err == nil:
-		rerr := cli.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true})
+		rerr := e.cli.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true})
 		if rerr != nil && !cerrdefs.IsNotFound(rerr) {
 			return true, engineErr("remove probe container", rerr)
 		}

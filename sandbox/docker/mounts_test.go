@@ -99,7 +99,7 @@ func TestCheckBindSourcesNoImage(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := docker.CheckBindSources(ctx, f.cli, "wrench-test-absent:nope", []string{t.TempDir()})
+	err := docker.NewEngine(f.cli).CheckBindSources(ctx, "wrench-test-absent:nope", []string{t.TempDir()})
 	if sandbox.KindOf(err) != sandbox.ErrImageMissing {
 		t.Fatalf("err = %v, want ErrImageMissing", err)
 	}

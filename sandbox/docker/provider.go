@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 
 	"github.com/wrenchworks/wrench/sandbox"
@@ -19,10 +18,9 @@ import (
 
 // Config configures a [Provider]. Zero values take the defaults noted.
 type Config struct {
-	// Client talks to the engine. Nil makes one from the environment
-	// (DOCKER_HOST, DOCKER_CERT_PATH, …) with API version negotiation,
-	// owned and closed by the Provider.
-	Client *client.Client
+	// Engine is the engine to run sandboxes on. Nil makes one with
+	// [FromEnv], owned and closed by the Provider.
+	Engine *Engine
 	// DefaultImage is used when a Spec names none (default
 	// sandbox.DefaultImage, built by `wrench image build`).
 	DefaultImage string
@@ -60,8 +58,12 @@ type Config struct {
 	// MaxPatchBytes caps the patch a sandbox's workspace hands back
 	// (default 16 MiB); a larger one is an error saying so.
 	MaxPatchBytes int64
-	// ReadyTimeout bounds create + start + shim hello (default 60 s).
+	// ReadyTimeout bounds creating the container, and then starting it up
+	// to the shim's hello (default 60 s each).
 	ReadyTimeout time.Duration
+	// TreeTimeout bounds copying Spec.Tree into the container, which takes
+	// as long as the repository is large (default 10 min).
+	TreeTimeout time.Duration
 	// NoInit runs the shim as the container's PID 1 instead of under the
 	// engine's init (docker-init), which reaps orphaned processes. Set it
 	// only for engines without an init binary.
@@ -99,6 +101,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.MaxOutput, 1<<20)
 	setDefault(&c.WatchInterval, 2*time.Second)
 	setDefault(&c.ReadyTimeout, 60*time.Second)
+	setDefault(&c.TreeTimeout, 10*time.Minute)
 	setDefault(&c.MaxPatchBytes, 16<<20)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -115,14 +118,15 @@ func setDefault[T int | int64 | time.Duration](v *T, def T) {
 // Provider starts hardened Docker sandboxes. It is safe for concurrent use.
 type Provider struct {
 	cfg        Config
-	cli        *client.Client
-	ownsClient bool
+	eng        *Engine
+	cli        *client.Client // eng's
+	ownsEngine bool
 	shimStatic bool
 	host       string
 	owner      map[string]string // sandbox.OwnerLabels
 
 	infoMu sync.Mutex
-	info   *system.Info
+	info   *Info
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -149,49 +153,45 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, invalid("new", "shim binary: %v", err)
 	}
-	p := &Provider{cfg: cfg, cli: cfg.Client, shimStatic: static}
+	p := &Provider{cfg: cfg, eng: cfg.Engine, shimStatic: static}
 	p.host, _ = os.Hostname()
 	p.owner = sandbox.OwnerLabels(p.host)
 	if !static {
 		cfg.Logger.Warn("shim binary is dynamically linked; it only runs in images with a compatible libc (build wrench with CGO_ENABLED=0)", "path", cfg.ShimPath)
 	}
-	if p.cli == nil {
-		p.cli, err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-		if err != nil {
-			return nil, invalid("new", "docker client: %v", err)
+	if p.eng == nil {
+		if p.eng, err = FromEnv(); err != nil {
+			return nil, err
 		}
-		p.ownsClient = true
+		p.ownsEngine = true
 	}
+	p.cli = p.eng.cli
 	if _, err := p.engineInfo(ctx); err != nil {
 		cfg.Logger.Warn("docker engine not reachable yet", "err", err)
 	}
 	return p, nil
 }
 
-// Close releases the engine client when the Provider made it. Sandboxes
-// already started are not touched.
+// Close releases the engine when the Provider made it. Sandboxes already
+// started are not touched.
 func (p *Provider) Close() error {
-	if p.ownsClient {
-		return p.cli.Close()
+	if p.ownsEngine {
+		return p.eng.Close()
 	}
 	return nil
 }
 
-// Ping checks that the engine answers; the error is a [sandbox.Error] of
-// kind [sandbox.ErrUnavailable] when it does not.
-func (p *Provider) Ping(ctx context.Context) error {
-	_, err := p.cli.Ping(ctx)
-	return engineErr("ping", err)
-}
+// Ping checks that the engine answers; see [Engine.Ping].
+func (p *Provider) Ping(ctx context.Context) error { return p.eng.Ping(ctx) }
 
 // engineInfo returns the engine's info, fetched once.
-func (p *Provider) engineInfo(ctx context.Context) (*system.Info, error) {
+func (p *Provider) engineInfo(ctx context.Context) (*Info, error) {
 	p.infoMu.Lock()
 	defer p.infoMu.Unlock()
 	if p.info != nil {
 		return p.info, nil
 	}
-	info, err := p.cli.Info(ctx)
+	info, err := p.eng.Info(ctx)
 	if err != nil {
 		return nil, engineErr("info", err)
 	}

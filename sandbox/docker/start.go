@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,7 +51,7 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (*Sandbox, erro
 		spec.NanoCPUs = int64(info.NCPU) * 1e9 // the default, trimmed to the machine
 	}
 	if spec.Runtime != "" {
-		if _, ok := info.Runtimes[spec.Runtime]; !ok {
+		if !slices.Contains(info.Runtimes, spec.Runtime) {
 			// The runtime is the deployment's choice, never the task's.
 			return nil, sbErr(sandbox.ErrUnavailable, "start", fmt.Errorf("runtime %q is not installed in the docker engine (a deployment problem; see `wrench doctor`)", spec.Runtime))
 		}
@@ -62,27 +62,33 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (*Sandbox, erro
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.ReadyTimeout)
-	defer cancel()
 	begin := time.Now()
 	cfg, hc := p.containerConfig(spec)
-	created, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, containerName(spec.TaskID))
+	createCtx, cancel := context.WithTimeout(ctx, p.cfg.ReadyTimeout)
+	created, err := p.cli.ContainerCreate(createCtx, cfg, hc, nil, nil, containerName(spec.TaskID))
+	cancel()
 	if err != nil {
 		return nil, p.createErr(spec, err)
 	}
 	s := newSandbox(p, created.ID, spec)
 	if spec.Tree != nil {
-		err := p.cli.CopyToContainer(ctx, created.ID, "/", spec.Tree, container.CopyToContainerOptions{})
+		// The tree takes as long as the repository is large: it has its
+		// own bound, and the start's begins after it.
+		copyCtx, cancel := context.WithTimeout(ctx, p.cfg.TreeTimeout)
+		err := p.cli.CopyToContainer(copyCtx, created.ID, "/", spec.Tree, container.CopyToContainerOptions{})
+		cancel()
 		if err != nil {
 			s.Close(context.WithoutCancel(ctx))
 			return nil, engineErr("copy workspace", err)
 		}
 	}
+	ctx, cancel = context.WithTimeout(ctx, p.cfg.ReadyTimeout)
+	defer cancel()
 	if err := s.boot(ctx); err != nil {
 		s.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	p.cfg.Logger.Debug("sandbox ready", "id", shortID(created.ID), "task", spec.TaskID, "image", spec.Image, "took", time.Since(begin))
+	p.cfg.Logger.DebugContext(ctx, "sandbox ready", "id", shortID(created.ID), "task_id", spec.TaskID, "image", spec.Image, "took", time.Since(begin))
 	return s, nil
 }
 
@@ -102,7 +108,7 @@ func (s *Sandbox) boot(ctx context.Context) error {
 		}
 		return s.bootFailure(err)
 	}
-	s.startSupervisor()
+	s.startSupervisor(ctx)
 	return nil
 }
 
@@ -269,14 +275,7 @@ func (p *Provider) containerConfig(spec sandbox.Spec) (*container.Config, *conta
 var setupCaps = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL"}
 
 func (p *Provider) labels(taskID string) map[string]string {
-	l := map[string]string{
-		sandbox.LabelManaged:    "true",
-		sandbox.LabelDeployment: p.cfg.Deployment,
-		sandbox.LabelTask:       taskID,
-		sandbox.LabelCreated:    time.Now().UTC().Format(time.RFC3339),
-	}
-	maps.Copy(l, p.owner)
-	return l
+	return sandbox.ResourceLabels(p.cfg.Deployment, taskID, p.owner)
 }
 
 var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)

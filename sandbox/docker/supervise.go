@@ -10,9 +10,10 @@ import (
 
 // startSupervisor starts the goroutine that enforces the wall-clock
 // lifetime and, for a host workspace, the disk limit. Close stops it and
-// waits for it.
-func (s *Sandbox) startSupervisor() {
-	ctx, cancel := context.WithCancel(context.Background())
+// waits for it. It keeps only the values of start, the context the
+// sandbox was started with (a task's: its lines then say its trace).
+func (s *Sandbox) startSupervisor(start context.Context) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(start))
 	s.stop = cancel
 	s.wg.Add(1)
 	go func() {
@@ -54,7 +55,7 @@ func (s *Sandbox) supervise(ctx context.Context) {
 			lifetime := s.lifetime
 			s.mu.Unlock()
 			s.fail(sbErr(sandbox.ErrLimit, "call", fmt.Errorf("sandbox lifetime %s exceeded", lifetime)))
-			s.p.cfg.Logger.Info("sandbox lifetime exceeded", "id", shortID(s.id), "task", s.spec.TaskID, "lifetime", lifetime)
+			s.p.cfg.Logger.InfoContext(ctx, "sandbox lifetime exceeded", "id", shortID(s.id), "task_id", s.spec.TaskID, "lifetime", lifetime)
 			s.kill()
 			return
 		case <-watch:
@@ -64,7 +65,7 @@ func (s *Sandbox) supervise(ctx context.Context) {
 			cancel()
 			if err == nil && used > s.spec.DiskBytes {
 				s.fail(sbErr(sandbox.ErrLimit, "call", fmt.Errorf("the sandbox's disk use exceeded %d MB (used %d MB)", s.spec.DiskBytes/1e6, used/1e6)))
-				s.p.cfg.Logger.Info("sandbox workspace over limit", "id", shortID(s.id), "task", s.spec.TaskID, "used", used, "limit", s.spec.DiskBytes)
+				s.p.cfg.Logger.InfoContext(ctx, "sandbox workspace over limit", "id", shortID(s.id), "task_id", s.spec.TaskID, "used", used, "limit", s.spec.DiskBytes)
 				s.kill()
 				return
 			}

@@ -2,8 +2,11 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"io"
 
+	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/sandbox/shim"
 	"github.com/wrenchworks/wrench/workspace"
 )
 
@@ -73,6 +76,10 @@ func (s *Sandbox) Diff(ctx context.Context) (string, error) {
 		return "", err
 	}
 	patch, err := s.client.Diff(ctx, s.p.cfg.MaxPatchBytes)
+	if errors.Is(err, shim.ErrTooLarge) {
+		// The task's work is over the cap: a limit, not a fault to retry.
+		return "", sbErr(sandbox.ErrLimit, "diff", err)
+	}
 	return patch, s.wrap("diff", err)
 }
 

@@ -13,7 +13,7 @@ import (
 // TestCheckRealEngine runs Check against the engine named by the
 // environment; it skips without one, except under CI=true.
 func TestCheckRealEngine(t *testing.T) {
-	cli := dockertest.Client(t)
+	cli := dockertest.Engine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

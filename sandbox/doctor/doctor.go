@@ -1,8 +1,8 @@
 // Package doctor checks what a Docker engine supports against what
 // Wrench's sandboxes need, and says what to fix.
 //
-// [Check] asks the engine for its version and info and looks up the
-// sandbox image. It never fails: everything it finds, including an
+// [Check] asks the engine for its version and info, looks up the sandbox
+// image and checks that the engine sees the paths sandboxes bind-mount. It never fails: everything it finds, including an
 // unreachable engine, lands in the [Report], whose Problems are what makes
 // the configuration unusable (each with a fix) and whose Warnings weaken
 // the sandbox without stopping it.
@@ -13,13 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/docker/docker/api/types"
-	"github.com/docker/docker/api/types/system"
-	"github.com/docker/docker/client"
 
 	"github.com/wrenchworks/wrench/sandbox/docker"
 	"github.com/wrenchworks/wrench/sandbox/image"
@@ -28,17 +23,17 @@ import (
 // MinAPIVersion is the oldest engine API Wrench supports (Docker 20.10).
 const MinAPIVersion = "1.41"
 
-// Engine is the part of the Docker client doctor uses.
+// Engine is what the doctor asks of the engine.
 type Engine interface {
-	ServerVersion(ctx context.Context) (types.Version, error)
-	Info(ctx context.Context) (system.Info, error)
-	// ClientVersion is the API version the client speaks, after
-	// negotiation with the engine.
-	ClientVersion() string
+	Version(ctx context.Context) (docker.Version, error)
+	Info(ctx context.Context) (docker.Info, error)
 	image.Inspector
+	// CheckBindSources says whether the engine sees paths at the same
+	// paths as this process (see [docker.Engine.CheckBindSources]).
+	CheckBindSources(ctx context.Context, image string, paths []string) error
 }
 
-var _ Engine = (*client.Client)(nil)
+var _ Engine = (*docker.Engine)(nil)
 
 // Options say what the configuration needs.
 type Options struct {
@@ -49,8 +44,7 @@ type Options struct {
 	Runtime string
 	// BindSources are the paths (directories or files, as this process
 	// sees them) sandboxes will bind-mount; the check that the engine sees
-	// them at the same paths needs an Engine that can also create
-	// containers ([docker.ContainerCreator]) and the image present.
+	// them at the same paths needs the image present.
 	BindSources []string
 }
 
@@ -123,18 +117,17 @@ func Check(ctx context.Context, eng Engine, opts Options) Report {
 		opts.Image = image.DefaultTag
 	}
 	r := Report{Runtime: opts.Runtime, Image: image.Status{Tag: opts.Image}, Problems: []Finding{}, Warnings: []Finding{}}
-	v, err := eng.ServerVersion(ctx)
+	v, err := eng.Version(ctx)
 	if err != nil {
 		r.problem("engine", "start the Docker engine, or point DOCKER_HOST at one",
 			"docker engine unreachable: %v", err)
 		return r
 	}
 	r.Reachable = true
-	r.EngineVersion, r.APIVersion, r.MinAPIVersion = v.Version, v.APIVersion, v.MinAPIVersion
-	r.NegotiatedAPIVersion = eng.ClientVersion()
-	if v.APIVersion != "" && versionLess(v.APIVersion, MinAPIVersion) {
+	r.EngineVersion, r.APIVersion, r.MinAPIVersion, r.NegotiatedAPIVersion = v.Engine, v.API, v.MinAPI, v.Negotiated
+	if v.API != "" && versionLess(v.API, MinAPIVersion) {
 		r.problem("api", "upgrade the Docker engine to 20.10 or later",
-			"engine API %s is older than %s (Docker 20.10)", v.APIVersion, MinAPIVersion)
+			"engine API %s is older than %s (Docker 20.10)", v.API, MinAPIVersion)
 	}
 
 	info, err := eng.Info(ctx)
@@ -166,11 +159,10 @@ func Check(ctx context.Context, eng Engine, opts Options) Report {
 // checkMounts checks that the engine sees opts.BindSources at the same
 // paths as this process.
 func (r *Report) checkMounts(ctx context.Context, eng Engine, opts Options) {
-	cc, ok := eng.(docker.ContainerCreator)
-	if len(opts.BindSources) == 0 || !ok {
+	if len(opts.BindSources) == 0 {
 		return
 	}
-	err := docker.CheckBindSources(ctx, cc, opts.Image, opts.BindSources)
+	err := eng.CheckBindSources(ctx, opts.Image, opts.BindSources)
 	var hidden *docker.HiddenPathsError
 	switch {
 	case errors.As(err, &hidden):
@@ -181,10 +173,10 @@ func (r *Report) checkMounts(ctx context.Context, eng Engine, opts Options) {
 	}
 }
 
-func (r *Report) checkInfo(info system.Info, opts Options) {
-	r.OS, r.Kernel, r.NCPU, r.MemTotal = info.OperatingSystem, info.KernelVersion, info.NCPU, info.MemTotal
+func (r *Report) checkInfo(info docker.Info, opts Options) {
+	r.OS, r.Kernel, r.NCPU, r.MemTotal = info.OS, info.Kernel, info.NCPU, info.MemTotal
 	r.CgroupVersion, r.CgroupDriver = info.CgroupVersion, info.CgroupDriver
-	r.MemoryLimit, r.SwapLimit, r.PidsLimit, r.CPUQuota = info.MemoryLimit, info.SwapLimit, info.PidsLimit, info.CPUCfsQuota
+	r.MemoryLimit, r.SwapLimit, r.PidsLimit, r.CPUQuota = info.MemoryLimit, info.SwapLimit, info.PidsLimit, info.CPUQuota
 	cgroupFix := "enable the cgroup controller (cgroup v2, or the matching cgroup_enable= kernel parameter on v1)"
 	if !info.MemoryLimit {
 		r.problem("limits", cgroupFix, "memory limits are not enforced by this engine")
@@ -192,17 +184,14 @@ func (r *Report) checkInfo(info system.Info, opts Options) {
 	if !info.PidsLimit {
 		r.problem("limits", cgroupFix, "pids limits are not enforced by this engine (a fork bomb would reach the host)")
 	}
-	if !info.CPUCfsQuota {
+	if !info.CPUQuota {
 		r.warn("limits", cgroupFix, "CPU limits are not enforced by this engine")
 	}
 	if info.MemoryLimit && !info.SwapLimit {
 		r.warn("limits", "enable swap accounting (swapaccount=1 on cgroup v1)", "swap is not limited: a sandbox at its memory limit may swap instead of being stopped")
 	}
 
-	for name := range info.Runtimes {
-		r.Runtimes = append(r.Runtimes, name)
-	}
-	sort.Strings(r.Runtimes)
+	r.Runtimes = info.Runtimes
 	r.DefaultRuntime = info.DefaultRuntime
 	r.Runsc = slices.Contains(r.Runtimes, "runsc")
 	if opts.Runtime != "" && !slices.Contains(r.Runtimes, opts.Runtime) {

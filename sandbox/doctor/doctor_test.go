@@ -10,60 +10,53 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/docker/docker/api/types"
-	imagetypes "github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/system"
-	"github.com/docker/docker/client"
-	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-
+	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/sandbox/docker"
 	"github.com/wrenchworks/wrench/sandbox/image"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
 type fakeEngine struct {
-	version    types.Version
+	version    docker.Version
 	versionErr error
-	info       system.Info
+	info       docker.Info
 	infoErr    error
-	images     map[string]imagetypes.InspectResponse
+	images     map[string]sandbox.Image
+	// mountsErr is what CheckBindSources returns; mounts records its
+	// paths.
+	mountsErr error
+	mounts    []string
 }
 
-func (f *fakeEngine) ServerVersion(context.Context) (types.Version, error) {
+func (f *fakeEngine) Version(context.Context) (docker.Version, error) {
 	return f.version, f.versionErr
 }
-func (f *fakeEngine) Info(context.Context) (system.Info, error) { return f.info, f.infoErr }
-func (f *fakeEngine) ClientVersion() string                     { return "1.41" }
-func (f *fakeEngine) ImageInspect(_ context.Context, ref string, _ ...client.ImageInspectOption) (imagetypes.InspectResponse, error) {
+func (f *fakeEngine) Info(context.Context) (docker.Info, error) { return f.info, f.infoErr }
+func (f *fakeEngine) InspectImage(_ context.Context, ref string) (sandbox.Image, bool, error) {
 	img, ok := f.images[ref]
-	if !ok {
-		return img, notFound{}
-	}
-	return img, nil
+	return img, ok, nil
 }
-
-type notFound struct{}
-
-func (notFound) Error() string { return "No such image" }
-func (notFound) NotFound()     {}
+func (f *fakeEngine) CheckBindSources(_ context.Context, _ string, paths []string) error {
+	f.mounts = append(f.mounts, paths...)
+	return f.mountsErr
+}
 
 // healthy is the engine on the machine this was written on: Debian's
 // Docker 20.10 on cgroup v2.
 func healthy() *fakeEngine {
 	return &fakeEngine{
-		version: types.Version{Version: "20.10.24+dfsg1", APIVersion: "1.41", MinAPIVersion: "1.12"},
-		info: system.Info{
-			OperatingSystem: "Debian GNU/Linux 12 (bookworm)", KernelVersion: "6.1.0", NCPU: 2, MemTotal: 8 << 30,
+		version: docker.Version{Engine: "20.10.24+dfsg1", API: "1.41", MinAPI: "1.12", Negotiated: "1.41"},
+		info: docker.Info{
+			OS: "Debian GNU/Linux 12 (bookworm)", Kernel: "6.1.0", NCPU: 2, MemTotal: 8 << 30,
 			CgroupVersion: "2", CgroupDriver: "systemd",
-			MemoryLimit: true, SwapLimit: true, PidsLimit: true, CPUCfsQuota: true,
-			Runtimes:        map[string]system.RuntimeWithStatus{"runc": {}, "io.containerd.runc.v2": {}},
+			MemoryLimit: true, SwapLimit: true, PidsLimit: true, CPUQuota: true,
+			Runtimes:        []string{"io.containerd.runc.v2", "runc"},
 			DefaultRuntime:  "runc",
 			SecurityOptions: []string{"name=apparmor", "name=seccomp,profile=default", "name=cgroupns"},
 		},
-		images: map[string]imagetypes.InspectResponse{
-			image.DefaultTag: {ID: "sha256:abc", Size: 462e6, Config: &dockerspec.DockerOCIImageConfig{
-				ImageConfig: ocispec.ImageConfig{Labels: map[string]string{image.LabelRecipe: image.RecipeHash()}}}},
+		images: map[string]sandbox.Image{
+			image.DefaultTag: {ID: "sha256:abc", Size: 462e6, Labels: map[string]string{image.LabelRecipe: image.RecipeHash()}},
 		},
 	}
 }
@@ -84,7 +77,7 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name:         "engine too old",
-			mutate:       func(f *fakeEngine) { f.version.APIVersion = "1.40" },
+			mutate:       func(f *fakeEngine) { f.version.API = "1.40" },
 			wantProblems: []string{"engine API 1.40 is older than 1.41"},
 		},
 		{
@@ -94,7 +87,7 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name:         "swap and cpu not limited",
-			mutate:       func(f *fakeEngine) { f.info.SwapLimit, f.info.CPUCfsQuota = false, false },
+			mutate:       func(f *fakeEngine) { f.info.SwapLimit, f.info.CPUQuota = false, false },
 			wantWarnings: []string{"CPU limits", "swap is not limited"},
 		},
 		{
@@ -105,7 +98,7 @@ func TestCheck(t *testing.T) {
 		{
 			name:   "runsc configured and installed",
 			opts:   Options{Runtime: "runsc"},
-			mutate: func(f *fakeEngine) { f.info.Runtimes["runsc"] = system.RuntimeWithStatus{} },
+			mutate: func(f *fakeEngine) { f.info.Runtimes = append(f.info.Runtimes, "runsc") },
 		},
 		{
 			name:         "default image missing",
@@ -120,7 +113,7 @@ func TestCheck(t *testing.T) {
 		{
 			name: "default image from an older recipe",
 			mutate: func(f *fakeEngine) {
-				f.images[image.DefaultTag].Config.Labels[image.LabelRecipe] = "sha256:old"
+				f.images[image.DefaultTag].Labels[image.LabelRecipe] = "sha256:old"
 			},
 			wantWarnings: []string{"older recipe"},
 		},
@@ -128,6 +121,18 @@ func TestCheck(t *testing.T) {
 			name:         "no seccomp",
 			mutate:       func(f *fakeEngine) { f.info.SecurityOptions = []string{"name=rootless"} },
 			wantWarnings: []string{"no seccomp"},
+		},
+		{
+			name:         "engine cannot see the data dir",
+			opts:         Options{BindSources: []string{"/var/lib/wrench"}},
+			mutate:       func(f *fakeEngine) { f.mountsErr = &docker.HiddenPathsError{Paths: []string{"/var/lib/wrench"}} },
+			wantProblems: []string{"cannot see /var/lib/wrench at the same path"},
+		},
+		{
+			name:         "mount check fails",
+			opts:         Options{BindSources: []string{"/var/lib/wrench"}},
+			mutate:       func(f *fakeEngine) { f.mountsErr = errors.New("engine busy") },
+			wantWarnings: []string{"could not check that the engine sees /var/lib/wrench: engine busy"},
 		},
 		{
 			name:         "info fails",
@@ -167,7 +172,7 @@ func matchFindings(t *testing.T, kind string, got []Finding, want []string) {
 func TestFacts(t *testing.T) {
 	eng := healthy()
 	eng.info.SecurityOptions = append(eng.info.SecurityOptions, "name=rootless", "name=userns")
-	eng.info.Runtimes["runsc"] = system.RuntimeWithStatus{}
+	eng.info.Runtimes = append(eng.info.Runtimes, "runsc")
 	r := Check(context.Background(), eng, Options{})
 	if !r.Rootless || !r.UserNS || !r.Seccomp || !r.AppArmor || r.SELinux || !r.Runsc {
 		t.Errorf("security/runtime facts wrong: %+v", r)

@@ -46,7 +46,7 @@ type battery struct {
 func newBattery(t *testing.T) *battery {
 	t.Helper()
 	cli, shim, _ := denv.Setup(t)
-	st, err := image.Inspect(context.Background(), cli, image.DefaultTag)
+	st, err := image.Inspect(context.Background(), docker.NewEngine(cli), image.DefaultTag)
 	if err != nil || !st.Present {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true but image %s is missing (wrench image build): %v", image.DefaultTag, err)
@@ -55,7 +55,7 @@ func newBattery(t *testing.T) *battery {
 	}
 	b := &battery{cli: cli, deployment: dockertest.Deployment(t)}
 	b.p, err = docker.New(context.Background(), docker.Config{
-		Client:        cli,
+		Engine:        docker.NewEngine(cli),
 		ShimPath:      shim,
 		DefaultImage:  image.DefaultTag,
 		Deployment:    b.deployment,

@@ -34,13 +34,13 @@ func TestMain(m *testing.M) {
 //	go test ./sandbox/image -run '^$' -bench FirstGoTest -benchtime 5x
 func BenchmarkFirstGoTest(b *testing.B) {
 	cli, shim, _ := denv.Setup(b)
-	st, err := Inspect(context.Background(), cli, DefaultTag)
+	st, err := Inspect(context.Background(), docker.NewEngine(cli), DefaultTag)
 	if err != nil || !st.Present {
 		b.Skipf("image %s missing; run `wrench image build`", DefaultTag)
 	}
 	deployment := dockertest.Deployment(b)
 	p, err := docker.New(context.Background(), docker.Config{
-		Client: cli, ShimPath: shim, DefaultImage: DefaultTag, Deployment: deployment,
+		Engine: docker.NewEngine(cli), ShimPath: shim, DefaultImage: DefaultTag, Deployment: deployment,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

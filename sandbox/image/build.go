@@ -14,8 +14,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/docker/docker/api/types/image"
 )
 
 // ErrNoMmdebstrap is returned when mmdebstrap is not installed and cannot
@@ -86,7 +84,7 @@ func (r recipe) run(ctx context.Context, eng Engine, opts Options, hash string, 
 		pw.Close()
 	}()
 
-	importErr := importTar(ctx, eng, pr, opts.Tag, r.changes(hash))
+	importErr := eng.ImportImage(ctx, pr, opts.Tag, r.changes(hash), "wrench sandbox image")
 	if importErr != nil {
 		cancel()
 	}
@@ -98,19 +96,6 @@ func (r recipe) run(ctx context.Context, eng Engine, opts Options, hash string, 
 	}
 	if importErr != nil {
 		return importErr
-	}
-	return nil
-}
-
-func importTar(ctx context.Context, eng Engine, tar io.Reader, tag string, changes []string) error {
-	resp, err := eng.ImageImport(ctx, image.ImportSource{Source: tar, SourceName: "-"}, tag,
-		image.ImportOptions{Changes: changes, Message: "wrench sandbox image"})
-	if err != nil {
-		return fmt.Errorf("import %s: %w", tag, err)
-	}
-	defer resp.Close()
-	if err := readImportStream(resp); err != nil {
-		return fmt.Errorf("import %s: %w", tag, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package image
 import (
 	"bytes"
 	"context"
+	"github.com/wrenchworks/wrench/sandbox/docker"
 	"github.com/wrenchworks/wrench/sandbox/docker/dockertest"
 	"io"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 )
@@ -24,9 +24,9 @@ type countingEngine struct {
 	imports int
 }
 
-func (c *countingEngine) ImageImport(ctx context.Context, src image.ImportSource, ref string, opts image.ImportOptions) (io.ReadCloser, error) {
+func (c *countingEngine) ImportImage(ctx context.Context, rootfs io.Reader, ref string, changes []string, comment string) error {
 	c.imports++
-	return c.Engine.ImageImport(ctx, src, ref, opts)
+	return c.Engine.ImportImage(ctx, rootfs, ref, changes, comment)
 }
 
 // runIn runs bash -c script in a fresh container of img, hardened the way
@@ -92,7 +92,7 @@ func TestBuildDefaultImage(t *testing.T) {
 	}
 
 	t.Run("second build is a no-op", func(t *testing.T) {
-		eng := &countingEngine{Engine: c}
+		eng := &countingEngine{Engine: docker.NewEngine(c)}
 		if err := Build(ctx, Options{Engine: eng}); err != nil {
 			t.Fatalf("Build: %v", err)
 		}

@@ -2,18 +2,13 @@ package image
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
-
 	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/sandbox/docker"
 )
 
 // DefaultTag is the tag of the default sandbox image.
@@ -31,19 +26,26 @@ const (
 // cache.
 const GoCacheSeed = "/opt/wrench/gocache"
 
-// Inspector is the part of the Docker client that looks images up.
+// Inspector looks images up.
 type Inspector interface {
-	ImageInspect(ctx context.Context, imageID string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
+	// InspectImage describes a local image; ok is false when there is no
+	// image of that name.
+	InspectImage(ctx context.Context, ref string) (img sandbox.Image, ok bool, err error)
 }
 
-// Engine is the part of the Docker client that Build uses.
+// Engine is what Build asks of the engine.
 type Engine interface {
 	Inspector
-	ImageImport(ctx context.Context, source image.ImportSource, ref string, options image.ImportOptions) (io.ReadCloser, error)
-	ImageRemove(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
+	// ImportImage makes an image named ref from a root file system's tar
+	// stream, with changes (Dockerfile instructions) applied and comment
+	// as its history; a stream that fails tags nothing.
+	ImportImage(ctx context.Context, rootfs io.Reader, ref string, changes []string, comment string) error
+	// RemoveImageIfUnused deletes an image unless a container was made
+	// from it.
+	RemoveImageIfUnused(ctx context.Context, ref string) error
 }
 
-var _ Engine = (*client.Client)(nil)
+var _ Engine = (*docker.Engine)(nil)
 
 // Options configure Build. The zero value builds [DefaultTag] through the
 // engine named by the DOCKER_* environment variables.
@@ -57,7 +59,7 @@ type Options struct {
 	// Progress receives mmdebstrap's output as it runs; nil discards.
 	Progress io.Writer
 	// Engine is the Docker engine to import into; nil connects to the one
-	// named by the environment, negotiating the API version.
+	// named by the environment ([docker.FromEnv]).
 	Engine Engine
 	// Mirror is the Debian mirror; empty means DefaultMirror.
 	Mirror string
@@ -98,12 +100,12 @@ func Build(ctx context.Context, opts Options) error {
 	}
 	eng := opts.Engine
 	if eng == nil {
-		c, err := newClient()
+		e, err := docker.FromEnv()
 		if err != nil {
 			return err
 		}
-		defer c.Close()
-		eng = c
+		defer e.Close()
+		eng = e
 	}
 	r := defaultRecipe(opts.Mirror, opts.Packages)
 	hash := r.hash()
@@ -115,7 +117,7 @@ func Build(ctx context.Context, opts Options) error {
 	st.Current = st.Recipe == hash
 	switch {
 	case st.Present && st.Current && !opts.Force:
-		log.Info("sandbox image up to date", "tag", opts.Tag, "id", shortID(st.ID))
+		log.Info("sandbox image up to date", "tag", opts.Tag, "id", docker.ShortImageID(st.ID))
 		return nil
 	case st.Present && !st.Current:
 		log.Info("sandbox image recipe changed; rebuilding", "tag", opts.Tag)
@@ -133,12 +135,12 @@ func Build(ctx context.Context, opts Options) error {
 	if !built.Current {
 		return fmt.Errorf("build image %s: imported image lacks recipe label %s", opts.Tag, LabelRecipe)
 	}
-	log.Info("built sandbox image", "tag", opts.Tag, "id", shortID(built.ID),
+	log.Info("built sandbox image", "tag", opts.Tag, "id", docker.ShortImageID(built.ID),
 		"size_mb", built.Size>>20, "duration", time.Since(start).Round(100*time.Millisecond))
 	if st.Present && st.ID != built.ID {
 		// The old image is now untagged; drop it unless a container uses it.
-		if _, err := eng.ImageRemove(ctx, st.ID, image.RemoveOptions{PruneChildren: true}); err != nil {
-			log.Info("previous sandbox image kept", "id", shortID(st.ID), "reason", err.Error())
+		if err := eng.RemoveImageIfUnused(ctx, st.ID); err != nil {
+			log.Info("previous sandbox image kept", "id", docker.ShortImageID(st.ID), "reason", err.Error())
 		}
 	}
 	return nil
@@ -148,12 +150,12 @@ func Build(ctx context.Context, opts Options) error {
 // the environment (built from any recipe). It returns a *sandbox.Error of
 // kind ErrUnavailable when the engine cannot be reached.
 func Exists(ctx context.Context, tag string) (bool, error) {
-	c, err := newClient()
+	e, err := docker.FromEnv()
 	if err != nil {
 		return false, err
 	}
-	defer c.Close()
-	st, err := Inspect(ctx, c, tag)
+	defer e.Close()
+	st, err := Inspect(ctx, e, tag)
 	return st.Present, err
 }
 
@@ -162,68 +164,21 @@ func Exists(ctx context.Context, tag string) (bool, error) {
 // engine cannot be reached.
 func Inspect(ctx context.Context, eng Inspector, tag string) (Status, error) {
 	st := Status{Tag: tag}
-	resp, err := eng.ImageInspect(ctx, tag)
+	img, ok, err := eng.InspectImage(ctx, tag)
 	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return st, nil
-		}
 		return st, &sandbox.Error{Kind: sandbox.ErrUnavailable, Op: "inspect image " + tag, Err: err}
 	}
-	st.Present = true
-	st.ID = resp.ID
-	st.Size = resp.Size
-	if resp.Config != nil {
-		st.Recipe = resp.Config.Labels[LabelRecipe]
-		st.Current = st.Recipe == RecipeHash()
+	if !ok {
+		return st, nil
 	}
+	st.Present = true
+	st.ID = img.ID
+	st.Size = img.Size
+	st.Recipe = img.Labels[LabelRecipe]
+	st.Current = st.Recipe == RecipeHash()
 	return st, nil
 }
 
 // RecipeHash is the hash of the recipe Build uses, the value of
 // [LabelRecipe] on an image it builds.
 func RecipeHash() string { return defaultRecipe("", nil).hash() }
-
-func newClient() (*client.Client, error) {
-	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return nil, &sandbox.Error{Kind: sandbox.ErrUnavailable, Op: "connect to docker", Err: err}
-	}
-	return c, nil
-}
-
-// readImportStream drains the engine's JSON progress stream of an import
-// and returns the first error message in it.
-func readImportStream(r io.Reader) error {
-	dec := json.NewDecoder(r)
-	for {
-		var msg struct {
-			Error       string `json:"error"`
-			ErrorDetail struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		if err := dec.Decode(&msg); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("read import response: %w", err)
-		}
-		if msg.ErrorDetail.Message != "" {
-			return errors.New(msg.ErrorDetail.Message)
-		}
-		if msg.Error != "" {
-			return errors.New(msg.Error)
-		}
-	}
-}
-
-func shortID(id string) string {
-	const prefix = "sha256:"
-	if len(id) > len(prefix) && id[:len(prefix)] == prefix {
-		id = id[len(prefix):]
-	}
-	if len(id) > 12 {
-		id = id[:12]
-	}
-	return id
-}

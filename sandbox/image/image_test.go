@@ -16,11 +16,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
-	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/wrenchworks/wrench/sandbox"
 )
 
@@ -29,7 +24,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // fakeEngine is an in-memory image store.
 type fakeEngine struct {
 	mu       sync.Mutex
-	images   map[string]image.InspectResponse // by tag
+	images   map[string]sandbox.Image // by tag
 	imports  int
 	imported []byte
 	removed  []string
@@ -37,58 +32,46 @@ type fakeEngine struct {
 	nextID   int
 }
 
-func (f *fakeEngine) ImageInspect(_ context.Context, ref string, _ ...client.ImageInspectOption) (image.InspectResponse, error) {
+func (f *fakeEngine) InspectImage(_ context.Context, ref string) (sandbox.Image, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.inspErr != nil {
-		return image.InspectResponse{}, f.inspErr
+		return sandbox.Image{}, false, f.inspErr
 	}
 	img, ok := f.images[ref]
-	if !ok {
-		return image.InspectResponse{}, notFound{}
-	}
-	return img, nil
+	return img, ok, nil
 }
 
-func (f *fakeEngine) ImageImport(_ context.Context, src image.ImportSource, ref string, opts image.ImportOptions) (io.ReadCloser, error) {
-	data, err := io.ReadAll(src.Source)
+func (f *fakeEngine) ImportImage(_ context.Context, rootfs io.Reader, ref string, changes []string, _ string) error {
+	data, err := io.ReadAll(rootfs)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.imports++
 	if err != nil {
-		return nil, err // the engine discards a body that failed
+		return err // the engine discards a body that failed
 	}
 	f.imported = data
 	labels := map[string]string{}
-	for _, c := range opts.Changes {
+	for _, c := range changes {
 		if kv, ok := strings.CutPrefix(c, "LABEL "); ok {
 			k, v, _ := strings.Cut(kv, "=")
 			labels[k] = v
 		}
 	}
 	f.nextID++
-	f.images[ref] = image.InspectResponse{
-		ID:     "sha256:new" + string(rune('0'+f.nextID)),
-		Size:   int64(len(data)),
-		Config: &dockerspec.DockerOCIImageConfig{ImageConfig: ocispec.ImageConfig{Labels: labels}},
-	}
-	return io.NopCloser(strings.NewReader(`{"status":"sha256:0123"}` + "\n")), nil
+	f.images[ref] = sandbox.Image{ID: "sha256:new" + string(rune('0'+f.nextID)), Size: int64(len(data)), Labels: labels}
+	return nil
 }
 
-func (f *fakeEngine) ImageRemove(_ context.Context, id string, _ image.RemoveOptions) ([]image.DeleteResponse, error) {
+func (f *fakeEngine) RemoveImageIfUnused(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.removed = append(f.removed, id)
-	return nil, nil
+	return nil
 }
 
-type notFound struct{}
-
-func (notFound) Error() string { return "No such image" }
-func (notFound) NotFound()     {}
-
-func withLabels(id string, labels map[string]string) image.InspectResponse {
-	return image.InspectResponse{ID: id, Config: &dockerspec.DockerOCIImageConfig{ImageConfig: ocispec.ImageConfig{Labels: labels}}}
+func withLabels(id string, labels map[string]string) sandbox.Image {
+	return sandbox.Image{ID: id, Labels: labels}
 }
 
 // fakeMmdebstrap puts a script named mmdebstrap first on PATH. It records
@@ -109,7 +92,7 @@ func TestBuild(t *testing.T) {
 	current := defaultRecipe("", nil).hash()
 	tests := []struct {
 		name        string
-		existing    map[string]image.InspectResponse
+		existing    map[string]sandbox.Image
 		force       bool
 		script      string
 		code        int
@@ -121,17 +104,17 @@ func TestBuild(t *testing.T) {
 		{name: "missing image is built", script: "rootfs", wantImports: 1, wantTagged: true},
 		{
 			name:     "current image is a no-op",
-			existing: map[string]image.InspectResponse{DefaultTag: withLabels("sha256:old", map[string]string{LabelRecipe: current})},
+			existing: map[string]sandbox.Image{DefaultTag: withLabels("sha256:old", map[string]string{LabelRecipe: current})},
 			script:   "rootfs", wantTagged: true,
 		},
 		{
 			name:     "force rebuilds a current image",
-			existing: map[string]image.InspectResponse{DefaultTag: withLabels("sha256:old", map[string]string{LabelRecipe: current})},
+			existing: map[string]sandbox.Image{DefaultTag: withLabels("sha256:old", map[string]string{LabelRecipe: current})},
 			force:    true, script: "rootfs", wantImports: 1, wantTagged: true, wantRemoved: []string{"sha256:old"},
 		},
 		{
 			name:     "changed recipe rebuilds",
-			existing: map[string]image.InspectResponse{DefaultTag: withLabels("sha256:old", map[string]string{LabelRecipe: "sha256:stale"})},
+			existing: map[string]sandbox.Image{DefaultTag: withLabels("sha256:old", map[string]string{LabelRecipe: "sha256:stale"})},
 			script:   "rootfs", wantImports: 1, wantTagged: true, wantRemoved: []string{"sha256:old"},
 		},
 		{
@@ -143,7 +126,7 @@ func TestBuild(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			argsFile := fakeMmdebstrap(t, tt.script, tt.code)
-			eng := &fakeEngine{images: map[string]image.InspectResponse{}}
+			eng := &fakeEngine{images: map[string]sandbox.Image{}}
 			for k, v := range tt.existing {
 				eng.images[k] = v
 			}
@@ -163,8 +146,8 @@ func TestBuild(t *testing.T) {
 			if tagged != tt.wantTagged {
 				t.Fatalf("tagged = %v, want %v", tagged, tt.wantTagged)
 			}
-			if tagged && img.Config.Labels[LabelRecipe] != current {
-				t.Errorf("recipe label = %q, want %q", img.Config.Labels[LabelRecipe], current)
+			if tagged && img.Labels[LabelRecipe] != current {
+				t.Errorf("recipe label = %q, want %q", img.Labels[LabelRecipe], current)
 			}
 			if strings.Join(eng.removed, ",") != strings.Join(tt.wantRemoved, ",") {
 				t.Errorf("removed = %v, want %v", eng.removed, tt.wantRemoved)
@@ -189,7 +172,7 @@ func TestBuild(t *testing.T) {
 }
 
 func TestBuildEngineUnreachable(t *testing.T) {
-	eng := &fakeEngine{images: map[string]image.InspectResponse{}, inspErr: errors.New("dial unix /var/run/docker.sock: connection refused")}
+	eng := &fakeEngine{images: map[string]sandbox.Image{}, inspErr: errors.New("dial unix /var/run/docker.sock: connection refused")}
 	err := Build(context.Background(), Options{Engine: eng})
 	if got := sandbox.KindOf(err); got != sandbox.ErrUnavailable {
 		t.Fatalf("KindOf(%v) = %q, want %q", err, got, sandbox.ErrUnavailable)
@@ -232,8 +215,7 @@ func TestExtraPackages(t *testing.T) {
 	}
 	// An image built with the extras is current for a build with them, and
 	// a build without them rebuilds it.
-	eng := &fakeEngine{images: map[string]image.InspectResponse{"team:base": {ID: "sha256:1",
-		Config: &dockerspec.DockerOCIImageConfig{ImageConfig: ocispec.ImageConfig{Labels: map[string]string{LabelRecipe: extra.hash()}}}}}}
+	eng := &fakeEngine{images: map[string]sandbox.Image{"team:base": {ID: "sha256:1", Labels: map[string]string{LabelRecipe: extra.hash()}}}}
 	if err := Build(context.Background(), Options{Engine: eng, Tag: "team:base", Packages: []string{"libpq-dev"}}); err != nil || eng.imports != 0 {
 		t.Errorf("build with the same extras: err %v, %d imports; want a no-op", err, eng.imports)
 	}

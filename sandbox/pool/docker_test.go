@@ -25,7 +25,7 @@ func newDockerProvider(t testing.TB) (*docker.Provider, string, string) {
 	t.Helper()
 	cli, shimPath, image := denv.Setup(t)
 	deployment := dockertest.Deployment(t)
-	prov, err := docker.New(context.Background(), docker.Config{Client: cli, ShimPath: shimPath, DefaultImage: image, Deployment: deployment, Logger: quiet})
+	prov, err := docker.New(context.Background(), docker.Config{Engine: docker.NewEngine(cli), ShimPath: shimPath, DefaultImage: image, Deployment: deployment, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

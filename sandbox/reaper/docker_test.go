@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/sandbox/docker"
 	"github.com/wrenchworks/wrench/sandbox/docker/dockertest"
 	"github.com/wrenchworks/wrench/task"
 	"github.com/wrenchworks/wrench/workspace"
@@ -57,16 +58,16 @@ func helper() error {
 	return err
 }
 
+// The engine handle and the workspace manager are what the reaper is
+// given in production.
+var (
+	_ Containers = (*docker.Engine)(nil)
+	_ Workspaces = (*workspace.Manager)(nil)
+)
+
 func ownLabels(deployment, taskID string) map[string]string {
 	host, _ := os.Hostname()
-	l := map[string]string{
-		sandbox.LabelManaged:    "true",
-		sandbox.LabelDeployment: deployment,
-		sandbox.LabelTask:       taskID,
-		sandbox.LabelCreated:    time.Now().UTC().Format(time.RFC3339),
-	}
-	maps.Copy(l, sandbox.OwnerLabels(host))
-	return l
+	return sandbox.ResourceLabels(deployment, taskID, sandbox.OwnerLabels(host))
 }
 
 func startContainer(ctx context.Context, cli *client.Client, labels map[string]string) (string, error) {
@@ -178,7 +179,7 @@ func TestSweepRealOrphans(t *testing.T) {
 	}
 
 	r, err := New(Config{
-		Docker: cli, Workspaces: m, Deployment: deployment,
+		Docker: docker.NewEngine(cli), Workspaces: m, Deployment: deployment,
 		Alive: func(id string) bool { return id == "live-task" },
 	})
 	if err != nil {
@@ -272,7 +273,7 @@ func TestRealOwnerIdentity(t *testing.T) {
 		}
 		ids[task] = id
 	}
-	r, err := New(Config{Docker: cli, Deployment: deployment,
+	r, err := New(Config{Docker: docker.NewEngine(cli), Deployment: deployment,
 		Final: func(_ context.Context, id string) (bool, error) { return id == "t-final", nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +314,7 @@ func TestRealOwnerIdentity(t *testing.T) {
 	if _, err := m.Open(ctx, "t-live", task.Repo{URL: repo}, nil); err != nil {
 		t.Fatal(err)
 	}
-	r, err = New(Config{Docker: cli, Workspaces: m, Deployment: deployment})
+	r, err = New(Config{Docker: docker.NewEngine(cli), Workspaces: m, Deployment: deployment})
 	if err != nil {
 		t.Fatal(err)
 	}

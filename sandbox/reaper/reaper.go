@@ -9,34 +9,28 @@ import (
 	"strconv"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/client"
-
 	"github.com/wrenchworks/wrench/sandbox"
-	"github.com/wrenchworks/wrench/workspace"
 )
 
-// Containers is the part of the Docker client the reaper uses.
+// Containers lists and removes the engine's containers (*docker.Engine).
 type Containers interface {
-	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
-	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
+	// Containers lists the containers, running or not, that carry every
+	// one of labels ("key=value").
+	Containers(ctx context.Context, labels ...string) ([]sandbox.Container, error)
+	// RemoveContainer stops and removes a container; one already gone is
+	// not an error.
+	RemoveContainer(ctx context.Context, id string) error
 }
 
-// Workspaces lists and removes this deployment's git workspaces.
+// Workspaces lists and removes this deployment's git workspaces
+// (*workspace.Manager).
 type Workspaces interface {
 	// List returns this deployment's workspaces, and directories with no
 	// readable label (Deployment "").
-	List() ([]workspace.Info, error)
+	List() ([]sandbox.WorkspaceInfo, error)
 	// Remove deletes one workspace listed by List.
-	Remove(workspace.Info) error
+	Remove(sandbox.WorkspaceInfo) error
 }
-
-var (
-	_ Containers = (*client.Client)(nil)
-	_ Workspaces = (*workspace.Manager)(nil)
-)
 
 // Defaults for the zero values of Config.
 const (
@@ -248,16 +242,13 @@ func (r *Reaper) sweepContainers(ctx context.Context, rep *Report) error {
 // removeContainers removes this deployment's containers (of task, when
 // not "") for which decide says so, with its cause and reason.
 func (r *Reaper) removeContainers(ctx context.Context, rep *Report, task string, decide func(owner) (cause, reason string, remove bool)) error {
-	args := []filters.KeyValuePair{
-		filters.Arg("label", sandbox.LabelManaged+"=true"),
-		filters.Arg("label", sandbox.LabelDeployment+"="+r.cfg.Deployment),
-	}
+	labels := []string{sandbox.LabelManaged + "=true", sandbox.LabelDeployment + "=" + r.cfg.Deployment}
 	if task != "" {
-		args = append(args, filters.Arg("label", sandbox.LabelTask+"="+task))
+		labels = append(labels, sandbox.LabelTask+"="+task)
 	}
-	list, err := r.cfg.Docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(args...)})
+	list, err := r.cfg.Docker.Containers(ctx, labels...)
 	if err != nil {
-		return &sandbox.Error{Kind: sandbox.ErrUnavailable, Op: "reap: list containers", Err: err}
+		return fmt.Errorf("reap: %w", err)
 	}
 	var errs []error
 	for _, c := range list {
@@ -268,21 +259,20 @@ func (r *Reaper) removeContainers(ctx context.Context, rep *Report, task string,
 			continue
 		}
 		if !r.cfg.DryRun {
-			err := r.cfg.Docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-			if err != nil && !cerrdefs.IsNotFound(err) {
+			if err := r.cfg.Docker.RemoveContainer(ctx, c.ID); err != nil {
 				errs = append(errs, fmt.Errorf("reap container %s: %w", short(c.ID), err))
 				continue
 			}
 		}
-		r.cfg.Logger.Info("reaped container", "id", short(c.ID), "task", o.task, "cause", cause, "reason", reason, "dry_run", r.cfg.DryRun)
+		r.cfg.Logger.Info("reaped container", "id", short(c.ID), "task_id", o.task, "cause", cause, "reason", reason, "dry_run", r.cfg.DryRun)
 		rep.Containers = append(rep.Containers, r.removed(Removed{Kind: KindContainer, ID: c.ID, TaskID: o.task, Cause: cause, Reason: reason}))
 	}
 	return errors.Join(errs...)
 }
 
 // containerOwner reads who made a container from its labels.
-func containerOwner(c container.Summary) owner {
-	created := time.Unix(c.Created, 0)
+func containerOwner(c sandbox.Container) owner {
+	created := c.Created
 	if t, err := time.Parse(time.RFC3339, c.Labels[sandbox.LabelCreated]); err == nil {
 		created = t
 	}
@@ -305,7 +295,7 @@ func (r *Reaper) removed(rm Removed) Removed {
 }
 
 func (r *Reaper) sweepWorkspaces(ctx context.Context, rep *Report) error {
-	return r.removeWorkspaces(rep, func(w workspace.Info) (string, string, bool) {
+	return r.removeWorkspaces(rep, func(w sandbox.WorkspaceInfo) (string, string, bool) {
 		if w.Deployment == "" {
 			// A directory left before it was labelled: nobody can own it
 			// for long.
@@ -322,7 +312,7 @@ func (r *Reaper) sweepWorkspaces(ctx context.Context, rep *Report) error {
 }
 
 // removeWorkspaces removes the listed workspaces for which decide says so.
-func (r *Reaper) removeWorkspaces(rep *Report, decide func(workspace.Info) (cause, reason string, remove bool)) error {
+func (r *Reaper) removeWorkspaces(rep *Report, decide func(sandbox.WorkspaceInfo) (cause, reason string, remove bool)) error {
 	list, err := r.cfg.Workspaces.List()
 	if err != nil {
 		return fmt.Errorf("reap: %w", err)
@@ -340,7 +330,7 @@ func (r *Reaper) removeWorkspaces(rep *Report, decide func(workspace.Info) (caus
 				continue
 			}
 		}
-		r.cfg.Logger.Info("reaped workspace", "dir", w.Dir, "task", w.TaskID, "cause", cause, "reason", reason, "dry_run", r.cfg.DryRun)
+		r.cfg.Logger.Info("reaped workspace", "dir", w.Dir, "task_id", w.TaskID, "cause", cause, "reason", reason, "dry_run", r.cfg.DryRun)
 		rep.Workspaces = append(rep.Workspaces, r.removed(Removed{Kind: KindWorkspace, ID: w.Dir, TaskID: w.TaskID, Cause: cause, Reason: reason}))
 	}
 	return errors.Join(errs...)
@@ -363,7 +353,7 @@ func (r *Reaper) RemoveTask(ctx context.Context, taskID string) (Report, error) 
 		errs = append(errs, r.removeContainers(ctx, &rep, taskID, func(owner) (string, string, bool) { return decide(taskID) }))
 	}
 	if r.cfg.Workspaces != nil {
-		errs = append(errs, r.removeWorkspaces(&rep, func(w workspace.Info) (string, string, bool) {
+		errs = append(errs, r.removeWorkspaces(&rep, func(w sandbox.WorkspaceInfo) (string, string, bool) {
 			if w.Deployment != r.cfg.Deployment || w.TaskID != taskID {
 				return "", "", false
 			}

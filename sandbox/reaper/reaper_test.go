@@ -9,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-
 	"github.com/wrenchworks/wrench/sandbox"
-	"github.com/wrenchworks/wrench/workspace"
 )
 
 const (
@@ -32,26 +29,23 @@ var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 type fakeDocker struct {
 	mu        sync.Mutex
-	list      []container.Summary
+	list      []sandbox.Container
 	listErr   error
 	removeErr map[string]error
 	removed   []string
 	filters   []string
 }
 
-func (f *fakeDocker) ContainerList(_ context.Context, opts container.ListOptions) ([]container.Summary, error) {
+func (f *fakeDocker) Containers(_ context.Context, labels ...string) ([]sandbox.Container, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.filters = opts.Filters.Get("label")
+	f.filters = labels
 	return f.list, f.listErr
 }
 
-func (f *fakeDocker) ContainerRemove(_ context.Context, id string, opts container.RemoveOptions) error {
+func (f *fakeDocker) RemoveContainer(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !opts.Force || !opts.RemoveVolumes {
-		return errors.New("remove without Force and RemoveVolumes")
-	}
 	if err := f.removeErr[id]; err != nil {
 		return err
 	}
@@ -60,13 +54,13 @@ func (f *fakeDocker) ContainerRemove(_ context.Context, id string, opts containe
 }
 
 type fakeWorkspaces struct {
-	list    []workspace.Info
+	list    []sandbox.WorkspaceInfo
 	removed []string
 }
 
-func (f *fakeWorkspaces) List() ([]workspace.Info, error) { return f.list, nil }
+func (f *fakeWorkspaces) List() ([]sandbox.WorkspaceInfo, error) { return f.list, nil }
 
-func (f *fakeWorkspaces) Remove(w workspace.Info) error {
+func (f *fakeWorkspaces) Remove(w sandbox.WorkspaceInfo) error {
 	f.removed = append(f.removed, w.Dir)
 	return nil
 }
@@ -141,8 +135,8 @@ func TestOrphanRules(t *testing.T) {
 			if tt.start != 0 {
 				l[sandbox.LabelOwnerStart] = strconv.FormatUint(tt.start, 10)
 			}
-			d := &fakeDocker{list: []container.Summary{{ID: "c1", Labels: l}}}
-			ws := &fakeWorkspaces{list: []workspace.Info{{
+			d := &fakeDocker{list: []sandbox.Container{{ID: "c1", Labels: l}}}
+			ws := &fakeWorkspaces{list: []sandbox.WorkspaceInfo{{
 				Dir: "/ws/1", TaskID: task, Deployment: "prod", Created: now.Add(-tt.age), OwnerPID: tt.pid, OwnerHost: tt.host, OwnerStart: tt.start,
 			}}}
 			var observed []Removed
@@ -195,7 +189,7 @@ func TestSweepFiltersByDeployment(t *testing.T) {
 }
 
 func TestUnlabelledWorkspaces(t *testing.T) {
-	ws := &fakeWorkspaces{list: []workspace.Info{
+	ws := &fakeWorkspaces{list: []sandbox.WorkspaceInfo{
 		{Dir: "/ws/old-stray", Created: now.Add(-time.Hour)},
 		{Dir: "/ws/new-stray", Created: now.Add(-time.Second)},
 		{Dir: "/ws/other", Deployment: "staging", TaskID: "x", OwnerHost: "here", OwnerPID: deadPID, Created: now.Add(-time.Hour)},
@@ -211,8 +205,8 @@ func TestUnlabelledWorkspaces(t *testing.T) {
 }
 
 func TestDryRun(t *testing.T) {
-	d := &fakeDocker{list: []container.Summary{{ID: "c1", Labels: labels("t", "here", deadPID, time.Hour)}}}
-	ws := &fakeWorkspaces{list: []workspace.Info{{Dir: "/ws/1", TaskID: "t", Deployment: "prod", OwnerHost: "here", OwnerPID: deadPID, Created: now}}}
+	d := &fakeDocker{list: []sandbox.Container{{ID: "c1", Labels: labels("t", "here", deadPID, time.Hour)}}}
+	ws := &fakeWorkspaces{list: []sandbox.WorkspaceInfo{{Dir: "/ws/1", TaskID: "t", Deployment: "prod", OwnerHost: "here", OwnerPID: deadPID, Created: now}}}
 	r := newTestReaper(t, Config{Docker: d, Workspaces: ws, DryRun: true})
 	rep, err := r.Sweep(context.Background())
 	if err != nil {
@@ -229,13 +223,13 @@ func TestDryRun(t *testing.T) {
 func TestSweepErrors(t *testing.T) {
 	t.Run("remove failure does not stop the sweep", func(t *testing.T) {
 		d := &fakeDocker{
-			list: []container.Summary{
+			list: []sandbox.Container{
 				{ID: "bad", Labels: labels("a", "here", deadPID, time.Hour)},
 				{ID: "good", Labels: labels("b", "here", deadPID, time.Hour)},
 			},
 			removeErr: map[string]error{"bad": errors.New("device busy")},
 		}
-		ws := &fakeWorkspaces{list: []workspace.Info{{Dir: "/ws/1", TaskID: "a", Deployment: "prod", OwnerHost: "here", OwnerPID: deadPID, Created: now}}}
+		ws := &fakeWorkspaces{list: []sandbox.WorkspaceInfo{{Dir: "/ws/1", TaskID: "a", Deployment: "prod", OwnerHost: "here", OwnerPID: deadPID, Created: now}}}
 		rep, err := newTestReaper(t, Config{Docker: d, Workspaces: ws}).Sweep(context.Background())
 		if err == nil {
 			t.Fatal("Sweep returned no error")
@@ -245,7 +239,7 @@ func TestSweepErrors(t *testing.T) {
 		}
 	})
 	t.Run("engine down is unavailable", func(t *testing.T) {
-		d := &fakeDocker{listErr: errors.New("connection refused")}
+		d := &fakeDocker{listErr: &sandbox.Error{Kind: sandbox.ErrUnavailable, Op: "list containers", Err: errors.New("connection refused")}}
 		_, err := newTestReaper(t, Config{Docker: d}).Sweep(context.Background())
 		if sandbox.KindOf(err) != sandbox.ErrUnavailable {
 			t.Errorf("error %v: kind %q, want %q", err, sandbox.KindOf(err), sandbox.ErrUnavailable)
@@ -260,7 +254,7 @@ func TestNewRequiresDeployment(t *testing.T) {
 }
 
 func TestRunSweepsUntilCancelled(t *testing.T) {
-	d := &fakeDocker{list: []container.Summary{{ID: "c1", Labels: labels("t", "here", deadPID, time.Hour)}}}
+	d := &fakeDocker{list: []sandbox.Container{{ID: "c1", Labels: labels("t", "here", deadPID, time.Hour)}}}
 	r := newTestReaper(t, Config{Docker: d, Interval: time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -303,8 +297,8 @@ func newTestReaper(t *testing.T, cfg Config) *Reaper {
 // RemoveTask removes every resource of the task, whoever owns it (a live
 // process included), and nothing of other tasks.
 func TestRemoveTask(t *testing.T) {
-	d := &fakeDocker{list: []container.Summary{{ID: "c1", Labels: labels("t-again", "here", livePID, time.Minute)}}}
-	ws := &fakeWorkspaces{list: []workspace.Info{
+	d := &fakeDocker{list: []sandbox.Container{{ID: "c1", Labels: labels("t-again", "here", livePID, time.Minute)}}}
+	ws := &fakeWorkspaces{list: []sandbox.WorkspaceInfo{
 		{Dir: "/ws/1", TaskID: "t-again", Deployment: "prod", OwnerHost: "here", OwnerPID: livePID, Created: now},
 		{Dir: "/ws/2", TaskID: "t-other", Deployment: "prod", OwnerHost: "here", OwnerPID: deadPID, Created: now},
 		{Dir: "/ws/3", TaskID: "t-again", Deployment: "staging", OwnerHost: "here", OwnerPID: deadPID, Created: now},

@@ -69,18 +69,11 @@ func (s *server) walk(ctx context.Context, base string, fn func(rel string, d fs
 
 // grep searches regular files under req.Path (a file or a directory).
 func (s *server) grep(ctx context.Context, req sandbox.GrepRequest) ([]sandbox.GrepMatch, error) {
-	re, err := sandbox.CompileGrep(req.Pattern)
+	g, err := sandbox.CompileGrep(req)
 	if err != nil {
 		return nil, err
 	}
-	limit := req.MaxMatches
-	if limit <= 0 {
-		limit = sandbox.DefaultMaxMatches
-	}
-	include, err := sandbox.ParseInclude(req.Include)
-	if err != nil {
-		return nil, err
-	}
+	re, include, limit := g.Re, g.Include, g.Limit
 	base, err := s.rel(req.Path)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/wrenchworks/wrench/sandbox"
 	"github.com/wrenchworks/wrench/workspace"
 )
 
@@ -96,10 +97,19 @@ func (c *Client) Diff(ctx context.Context, max int64) (string, error) {
 		return "", err
 	}
 	if r.Note != "" {
-		return r.Patch, errors.New(r.Note)
+		return r.Patch, partialNote(r.Note)
 	}
 	return r.Patch, nil
 }
+
+// partialNote is the shim's note on a patch that leaves out files too
+// large to include; it matches sandbox.ErrPartialPatch.
+type partialNote string
+
+func (n partialNote) Error() string { return string(n) }
+
+// Is makes the note match sandbox.ErrPartialPatch.
+func (n partialNote) Is(target error) bool { return target == sandbox.ErrPartialPatch }
 
 // Changed lists the paths that differ from the base commit.
 func (c *Client) Changed(ctx context.Context) ([]string, error) {

@@ -26,6 +26,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/wrenchworks/wrench/sandbox"
+	"github.com/wrenchworks/wrench/sandbox/docker"
 )
 
 // Image is the test image: a static busybox on scratch (sh, no bash).
@@ -248,6 +249,13 @@ func RemoveAll(t testing.TB, cli *client.Client, deployment string) {
 	for _, id := range Containers(t, cli, deployment) {
 		cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true})
 	}
+}
+
+// Engine returns [Client] as a [docker.Engine], for the packages that
+// consume the engine through it.
+func Engine(t testing.TB) *docker.Engine {
+	t.Helper()
+	return docker.NewEngine(Client(t))
 }
 
 // Client returns a client for the engine the environment names, closed

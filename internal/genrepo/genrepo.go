@@ -1,4 +1,7 @@
-package workspace
+// Package genrepo generates git repositories of a given size for
+// benchmarks: deterministic text-like files, a history of small edits,
+// packed as a repository kept on disk usually is.
+package genrepo
 
 import (
 	"bufio"
@@ -6,26 +9,31 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
 
-// genRepoSpec sizes a generated repository.
-type genRepoSpec struct {
+// Bench is the benchmark repository of the workspace and environment
+// benchmarks: about 5,000 files, 500 commits and a 50 MB tree.
+var Bench = Spec{Files: 5000, Commits: 500, Bytes: 50 << 20}
+
+// Spec sizes a generated repository.
+type Spec struct {
 	Files   int // files in the tree
 	Commits int // commits on main
 	Bytes   int // approximate size of the checked-out tree
 }
 
-// generateRepo writes a repository at dir with `git fast-import`
+// Generate writes a repository at dir with `git fast-import`
 // (deterministic text-like content): the first commit adds every file,
 // each later one edits a few lines of ten files. It is then packed with
 // `git gc`, as a repository kept on disk usually is.
-func generateRepo(tb testing.TB, dir string, spec genRepoSpec) {
+func Generate(tb testing.TB, dir string, spec Spec) {
 	tb.Helper()
-	requireGit(tb)
-	runGit(tb, "", "init", "-q", "-b", "main", dir)
-	cmd := gitCmd(dir, "fast-import", "--quiet")
+	RequireGit(tb)
+	Git(tb, "", "init", "-q", "-b", "main", dir)
+	cmd := Cmd(dir, "fast-import", "--quiet")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -94,14 +102,37 @@ func generateRepo(tb testing.TB, dir string, spec genRepoSpec) {
 	if err := cmd.Wait(); err != nil {
 		tb.Fatalf("git fast-import: %v", err)
 	}
-	runGit(tb, dir, "gc", "-q")
-	runGit(tb, dir, "reset", "-q", "--hard", "main")
+	Git(tb, dir, "gc", "-q")
+	Git(tb, dir, "reset", "-q", "--hard", "main")
 }
 
-// runGit runs the git CLI in dir and returns its trimmed stdout.
-func runGit(tb testing.TB, dir string, args ...string) string {
+// RequireGit skips tb when the git CLI is missing, except under CI=true,
+// where it fails.
+func RequireGit(tb testing.TB) {
 	tb.Helper()
-	cmd := gitCmd(dir, args...)
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatal("git CLI not found (required under CI=true)")
+		}
+		tb.Skip("git CLI not found")
+	}
+}
+
+// Cmd is a git command in dir with a neutral environment (no system or
+// global configuration, a fixed author).
+func Cmd(dir string, args ...string) *exec.Cmd {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	return cmd
+}
+
+// Git runs the git CLI in dir and returns its trimmed stdout; it fails tb
+// on an error.
+func Git(tb testing.TB, dir string, args ...string) string {
+	tb.Helper()
+	cmd := Cmd(dir, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,13 @@ func newGHHarness(t *testing.T, ctx context.Context, name string, files map[stri
 		removeImages(h.deployment)
 	})
 	h.gh = githubtest.New(t, "ghs_unusedStaticToken")
+	t.Cleanup(func() {
+		if t.Failed() {
+			buf := make([]byte, 4<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Logf("the stand-in GitHub's goroutines at the failure:\n%s", serverGoroutines(string(buf)))
+		}
+	})
 	app := h.gh.EnableApp(t, 7070, nil)
 	h.gh.Install("acme", nil)
 	h.gh.SetTokenTTL(tokenTTL)
@@ -82,6 +90,20 @@ func newGHHarness(t *testing.T, ctx context.Context, name string, files map[stri
 	h.serve, h.apiURL, h.natsURL, h.natsSeed = startServeProc(t, ctx, args...)
 	h.client = api.NewClient(h.apiURL, "")
 	return h
+}
+
+// serverGoroutines keeps the goroutines of a dump that serve the stand-in
+// GitHub's requests (its REST handlers and git-http-backend): where a
+// worker's request waits, when it does.
+func serverGoroutines(dump string) string {
+	var b strings.Builder
+	for _, g := range strings.Split(dump, "\n\n") {
+		if (strings.Contains(g, "githubtest.") || strings.Contains(g, "net/http/cgi")) && b.Len()+len(g) < 32<<10 {
+			b.WriteString(g)
+			b.WriteString("\n\n")
+		}
+	}
+	return b.String()
 }
 
 // startWorker starts (or restarts, on the same data dir) worker id; it

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,7 +42,7 @@ func startProc(t testing.TB, name string, args ...string) *wrenchProc {
 func startProcEnv(t testing.TB, name string, env []string, args ...string) *wrenchProc {
 	t.Helper()
 	p := &wrenchProc{name: name, cmd: exec.Command(wrenchBin, args...), out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Env = append(append(os.Environ(), "GOTRACEBACK=all"), env...)
 	p.cmd.Stderr = p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -51,17 +52,57 @@ func startProcEnv(t testing.TB, name string, env []string, args ...string) *wren
 		close(p.done)
 	}()
 	t.Cleanup(func() {
+		dumped := t.Failed() && p.quit()
 		select {
 		case <-p.done:
 		default:
 			_ = p.cmd.Process.Kill()
 			<-p.done
 		}
-		if t.Failed() || os.Getenv("WRENCH_TEST_LOG") != "" {
+		if dumped {
+			before, dump, _ := strings.Cut(p.out.String(), "SIGQUIT: quit")
+			t.Logf("%s stderr (last 4 kB before its goroutine dump):\n%s", name, tail(before, 4096))
+			t.Logf("%s goroutines (wrench's, at the failure):\n%s", name, wrenchGoroutines(dump, 48<<10))
+		} else if t.Failed() || os.Getenv("WRENCH_TEST_LOG") != "" {
 			t.Logf("%s stderr (last 4 kB):\n%s", name, tail(p.out.String(), 4096))
 		}
 	})
 	return p
+}
+
+// quit asks a process that still runs for its goroutine dump (SIGQUIT,
+// as GOTRACEBACK=all prints it) and reports whether it exited within 10s.
+func (p *wrenchProc) quit() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(10 * time.Second):
+		return false
+	}
+}
+
+// framePointers matches the frame and stack pointers a crash dump adds to
+// each line, which say nothing about where a goroutine waits.
+var framePointers = regexp.MustCompile(` fp=0x[0-9a-f]+ sp=0x[0-9a-f]+ pc=0x[0-9a-f]+`)
+
+// wrenchGoroutines keeps the goroutines of a dump that run wrench's own
+// code, at most max bytes: what a hung process was doing.
+func wrenchGoroutines(dump string, max int) string {
+	var b strings.Builder
+	for _, g := range strings.Split(dump, "\n\n") {
+		g = framePointers.ReplaceAllString(g, "")
+		if strings.Contains(g, "wrenchworks/wrench/") && b.Len()+len(g) < max {
+			b.WriteString(g)
+			b.WriteString("\n\n")
+		}
+	}
+	return b.String()
 }
 
 // line waits until the process printed a line starting with prefix and

@@ -90,6 +90,7 @@ type Conn struct {
 
 // Connect dials NATS and creates or updates, idempotently, the task, event
 // and dead-letter streams, the state bucket and the artifact store. While
+// no server answers (a worker started before its NATS), and while
 // JetStream is not ready (starting, or its cluster electing a leader after
 // a node restarted) it logs a warning and tries again, with backoff
 // (Config.BindRetry), until ctx ends; an error that waiting cannot mend
@@ -117,9 +118,9 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	if url == "" {
 		url = nats.DefaultURL
 	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := dial(ctx, url, opts, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", url, err)
+		return nil, err
 	}
 	c, err := bindWhenReady(ctx, nc, cfg)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -74,6 +76,48 @@ func bindWhenReady(ctx context.Context, nc *nats.Conn, cfg Config) (*Conn, error
 		}
 		wait = cfg.BindRetry.next(wait)
 	}
+}
+
+// dial connects to the NATS at url. While no server there answers (none
+// runs yet, or it is restarting) it logs a warning and tries again, with
+// backoff (Config.BindRetry), until ctx ends; any other refusal (a wrong
+// credential, TLS) is returned at once. Errors name the URL without its
+// password.
+func dial(ctx context.Context, url string, opts []nats.Option, cfg Config) (*nats.Conn, error) {
+	shown := redactURL(url)
+	wait := cfg.BindRetry.Min
+	for attempt := 1; ; attempt++ {
+		nc, err := nats.Connect(url, opts...)
+		switch {
+		case err == nil:
+			return nc, nil
+		case !errors.Is(err, nats.ErrNoServers):
+			return nil, fmt.Errorf("connect to nats %s: %w", shown, err)
+		}
+		cfg.Logger.Warn("nats not reachable; connecting again", "url", shown,
+			"attempt", attempt, "retry_in", wait, "err", err)
+		if !sleep(ctx, wait) {
+			return nil, fmt.Errorf("connect to nats %s: %w (gave up waiting for a server: %w)", shown, err, context.Cause(ctx))
+		}
+		wait = cfg.BindRetry.next(wait)
+	}
+}
+
+// redactURL is a NATS URL list (comma-separated) with passwords and
+// tokens (a user name without a password) hidden.
+func redactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := neturl.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if _, ok := u.User.Password(); !ok {
+			u.User = neturl.User("xxxxx")
+		}
+		parts[i] = u.Redacted()
+	}
+	return strings.Join(parts, ",")
 }
 
 // bindAttempt binds once, without ctx's deadline, so that each JetStream

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -126,6 +127,61 @@ func TestConnectWaitsForJetStream(t *testing.T) {
 	}
 }
 
+// A worker started before any NATS server runs waits for one, saying so
+// without the URL's password, and joins it once it is up; when its context
+// ends first, the error says what it gave up on.
+func TestConnectWaitsForServer(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	url := fmt.Sprintf("nats://w:hunter2secret@127.0.0.1:%d", port)
+	t.Run("server comes", func(t *testing.T) {
+		warns := newWarnings()
+		done := make(chan error, 1)
+		go func() {
+			c, err := queue.Connect(context.Background(), queue.Config{URL: url,
+				Logger: slog.New(warns), BindRetry: queue.Backoff{Min: 50e6}})
+			if err == nil {
+				c.Close()
+			}
+			done <- err
+		}()
+		select {
+		case <-warns.first:
+		case err := <-done:
+			t.Fatalf("Connect with no server returned without waiting for one: %v", err)
+		}
+		srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoSigs: true, NoLog: true,
+			JetStream: true, StoreDir: t.TempDir(), Username: "w", Password: "hunter2secret"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Start()
+		t.Cleanup(srv.Shutdown)
+		if err := <-done; err != nil {
+			t.Fatalf("Connect once the server is up: %v (warnings: %q)", err, warns.all())
+		}
+		w := warns.all()[0]
+		if !strings.Contains(w, "nats not reachable") || !strings.Contains(w, fmt.Sprintf("127.0.0.1:%d", port)) {
+			t.Errorf("warning %q does not say which server it waits for", w)
+		}
+		if strings.Contains(strings.Join(warns.all(), "\n"), "hunter2secret") {
+			t.Errorf("a warning shows the URL's password: %q", warns.all())
+		}
+	})
+	t.Run("gives up", func(t *testing.T) {
+		free := freePorts(t, 1)[0]
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err := queue.Connect(ctx, queue.Config{URL: fmt.Sprintf("nats://s3cr3ttoken@127.0.0.1:%d", free),
+			BindRetry: queue.Backoff{Min: 50e6}})
+		if err == nil || !strings.Contains(err.Error(), "gave up waiting for a server") {
+			t.Fatalf("Connect whose context ended: %v, want it to say it gave up waiting", err)
+		}
+		if strings.Contains(err.Error(), "s3cr3ttoken") {
+			t.Errorf("error %q shows the URL's token", err)
+		}
+	})
+}
+
 // An error that waiting does not mend is returned at once, unlogged.
 func TestConnectPermanentErrorAtOnce(t *testing.T) {
 	t.Run("config", func(t *testing.T) {
@@ -149,6 +205,22 @@ func TestConnectPermanentErrorAtOnce(t *testing.T) {
 		err = permanent(t, queue.Config{URL: srv.ClientURL(), ConnectOptions: []nats.Option{nats.UserInfo("w", "w"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})}})
 		if !errors.Is(err, nats.ErrPermissionViolation) {
 			t.Fatalf("error %q does not name the refused permission", err)
+		}
+	})
+	t.Run("credential", func(t *testing.T) {
+		srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT,
+			NoSigs: true, NoLog: true, JetStream: true, StoreDir: t.TempDir(), Username: "w", Password: "right"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Start()
+		t.Cleanup(srv.Shutdown)
+		if !srv.ReadyForConnections(waitLimit) {
+			t.Fatal("nats-server not ready")
+		}
+		err = permanent(t, queue.Config{URL: srv.ClientURL(), ConnectOptions: []nats.Option{nats.UserInfo("w", "wrong")}})
+		if !errors.Is(err, nats.ErrAuthorization) {
+			t.Fatalf("error %q does not say the credential was refused", err)
 		}
 	})
 }

@@ -108,7 +108,9 @@ func TestHostileWebhook_StrangersCannotMakeTheServerBuffer(t *testing.T) {
 				wg.Go(func() { codes <- post(t, client, srv.URL, tt.sig, tt.size, &started, open) })
 			}
 			time.Sleep(time.Second) // every post reached the server and waits
-			if n := started.Load(); n != tt.wantStarted {
+			n := started.Load()
+			t.Logf("%d posts of %d KiB: the server was reading %d bodies at once", posts, tt.size>>10, n)
+			if n != tt.wantStarted {
 				t.Errorf("the server was reading %d bodies at once, want %d", n, tt.wantStarted)
 			}
 			close(open)

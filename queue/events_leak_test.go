@@ -46,7 +46,9 @@ func TestHostileClient_EventFollowersReleaseEverything(t *testing.T) {
 	follow(5, false) // warm up the connection's own goroutines
 	base := settledGoroutines(0)
 	follow(100, false)
-	if n := settledGoroutines(base + 5); n > base+5 {
+	n := settledGoroutines(base + 5)
+	t.Logf("100 followers that went away left %d goroutines (%d before)", n-base, base)
+	if n > base+5 {
 		t.Errorf("100 followers that went away left %d goroutines (%d before)", n-base, base)
 	}
 	res := task.Result{TaskID: "t-leak", Status: task.StateRejected, Reason: "done"}
@@ -57,7 +59,9 @@ func TestHostileClient_EventFollowersReleaseEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	follow(100, true)
-	if n := settledGoroutines(base + 5); n > base+5 {
+	n = settledGoroutines(base + 5)
+	t.Logf("100 followers of an ended task left %d goroutines (%d before)", n-base, base)
+	if n > base+5 {
 		t.Errorf("100 followers of an ended task left %d goroutines (%d before)", n-base, base)
 	}
 }

@@ -54,8 +54,10 @@
 //
 // Neither the writable layer nor a bind-mounted workspace has an engine
 // quota, so a supervisor measures what the sandbox wrote every
-// Config.WatchInterval (2 s): the engine's size of the writable layer, or
-// the shim's walk of a bind-mounted workspace. Past the disk limit the
+// Config.WatchInterval (2 s): the writable layer's upper directory walked
+// on the host when this process can read it, else the engine's size of the
+// layer (one such request at a time per Provider: on fuse-overlayfs it
+// walks the whole image), or the shim's walk of a bind-mounted workspace. Past the disk limit the
 // container is killed and every later call fails with a [sandbox.Error]
 // of kind [sandbox.ErrLimit] saying so. Between two measurements, the
 // shim's RLIMIT_FSIZE keeps any one file within the limit.

@@ -127,6 +127,8 @@ type Provider struct {
 
 	infoMu sync.Mutex
 	info   *Info
+
+	engineSizes chan struct{} // one engine layer-size request at a time
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -153,7 +155,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, invalid("new", "shim binary: %v", err)
 	}
-	p := &Provider{cfg: cfg, eng: cfg.Engine, shimStatic: static}
+	p := &Provider{cfg: cfg, eng: cfg.Engine, shimStatic: static, engineSizes: make(chan struct{}, 1)}
 	p.host, _ = os.Hostname()
 	p.owner = sandbox.OwnerLabels(p.host)
 	if !static {

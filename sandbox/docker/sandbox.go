@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -32,6 +33,12 @@ type Sandbox struct {
 	failure  error // why the sandbox stopped (limit hit, died); sticky
 	lifetime time.Duration
 	started  time.Time
+
+	// upper is the layer directory the disk limit is measured on ("" not
+	// looked up yet, "-" measured by the engine); only the supervisor
+	// uses it. hostMeasures counts the measurements made there.
+	upper        string
+	hostMeasures atomic.Int64
 
 	poke     chan struct{} // lifetime changed
 	stop     context.CancelFunc

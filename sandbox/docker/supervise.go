@@ -80,21 +80,3 @@ func (s *Sandbox) remainingLife() time.Duration {
 	defer s.mu.Unlock()
 	return max(time.Until(s.started.Add(s.lifetime)), 0)
 }
-
-// diskUsed is what the sandbox wrote: for a writable root, the size of its
-// copy-on-write layer as the engine counts it (as root, so directories the
-// sandbox user made unreadable count too); for a bind-mounted workspace, the
-// shim's walk of it.
-func (s *Sandbox) diskUsed(ctx context.Context) (int64, error) {
-	if !s.spec.WritableRoot {
-		return s.client.Usage(ctx)
-	}
-	st, _, err := s.p.cli.ContainerInspectWithRaw(ctx, s.id, true)
-	if err != nil {
-		return 0, err
-	}
-	if st.SizeRw == nil {
-		return 0, fmt.Errorf("the engine did not report the layer's size")
-	}
-	return *st.SizeRw, nil
-}

@@ -21,10 +21,13 @@
 //   - A pre-built, read-only build cache at [GoCacheSeed] holds the test
 //     dependencies and vet facts of the commonly used standard packages.
 //     The `go` on PATH (/usr/local/bin/go) is a small wrapper: the first
-//     time it runs in a sandbox and $GOCACHE (default /tmp/gocache) does not
-//     exist yet, it copies the seed there, then runs the real go. Each
-//     sandbox therefore writes only to its own copy, on its own /tmp, and
-//     nothing one task compiles can reach another task's cache.
+//     time it runs in a sandbox and $GOCACHE does not exist yet, it copies
+//     the seed there, then runs the real go. The image sets GOCACHE to
+//     ~/.cache/go-build (/tmp/gocache when unset): in a writable-root
+//     sandbox that is the container's own layer, so an environment
+//     snapshot keeps what setup compiled, and a sandbox with a tmpfs home
+//     keeps it in that tmpfs. Either way each sandbox writes only to its
+//     own copy, and nothing one task compiles reaches another task's cache.
 //
 // Setting WRENCH_GOCACHE_SEED to the empty string in a sandbox's
 // environment turns the seeding off (the benchmark's empty-cache case).

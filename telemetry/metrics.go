@@ -37,37 +37,27 @@ const maxModelLabels = 32
 // bounded sets: unknown tools become "other", models beyond the first 32
 // seen become "other", "scripted:FILE" becomes "scripted".
 type Metrics struct {
-	buildInfo       *prometheus.GaugeVec
-	submitted       *prometheus.CounterVec
-	finished        *prometheus.CounterVec
-	taskDuration    *prometheus.HistogramVec
-	phaseDuration   *prometheus.HistogramVec
-	inFlight        prometheus.Gauge
-	slots           prometheus.Gauge
-	freeSlots       prometheus.Gauge
-	pending         prometheus.Gauge
-	ackPending      prometheus.Gauge
-	redeliveries    prometheus.Counter
-	requeues        *prometheus.CounterVec
-	deadLetters     prometheus.Counter
-	modelRequests   *prometheus.CounterVec
-	modelTokens     *prometheus.CounterVec
-	modelCost       *prometheus.CounterVec
-	toolCalls       *prometheus.CounterVec
-	sandboxStarts   prometheus.Counter
-	sandboxFailures prometheus.Counter
-	checkpoints     prometheus.Counter
-	rollbacks       prometheus.Counter
-	httpRequests    *prometheus.CounterVec
-	httpDuration    *prometheus.HistogramVec
-	benchTasks      *prometheus.CounterVec
-	benchCost       *prometheus.CounterVec
-	models          *labelSet
+	buildInfo     *prometheus.GaugeVec
+	submitted     *prometheus.CounterVec
+	finished      *prometheus.CounterVec
+	taskDuration  *prometheus.HistogramVec
+	phaseDuration *prometheus.HistogramVec
+	inFlight      prometheus.Gauge
+	slots         prometheus.Gauge
+	freeSlots     prometheus.Gauge
+	pending       prometheus.Gauge
+	ackPending    prometheus.Gauge
+	redeliveries  prometheus.Counter
+	requeues      *prometheus.CounterVec
+	deadLetters   prometheus.Counter
+	httpRequests  *prometheus.CounterVec
+	httpDuration  *prometheus.HistogramVec
+	agentMetrics
+	benchMetrics
 	fleetMetrics
 	egressMetrics
 	*tenantMetrics
 	budgetMetrics
-	benchRuns *labelSet
 }
 
 // labelSet bounds a label's values: the first max distinct values keep
@@ -155,38 +145,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: Namespace, Name: "dead_letters_total",
 			Help: "Tasks that exhausted their deliveries and were dead-lettered.",
 		}),
-		modelRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "model_requests_total",
-			Help: "Model (chat) requests, by model.",
-		}, []string{"model"}),
-		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "model_tokens_total",
-			Help: "Model tokens, by model and type (input, output).",
-		}, []string{"model", "type"}),
-		modelCost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "model_cost_usd_total",
-			Help: "Model spend in US dollars, by model.",
-		}, []string{"model"}),
-		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "tool_calls_total",
-			Help: "Agent tool calls, by tool and outcome (ok, error).",
-		}, []string{"tool", "outcome"}),
-		sandboxStarts: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "sandbox_starts_total",
-			Help: "Sandbox start attempts.",
-		}),
-		sandboxFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "sandbox_start_failures_total",
-			Help: "Sandbox start attempts that failed.",
-		}),
-		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "checkpoints_total",
-			Help: "Verified checkpoints made by agents.",
-		}),
-		rollbacks: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "rollbacks_total",
-			Help: "Rollbacks to a checkpoint after a verification regressed.",
-		}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "http_requests_total",
 			Help: "HTTP API requests, by route and status code.",
@@ -196,16 +154,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "HTTP API request latency (event streams excluded), by route.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route"}),
-		benchTasks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "bench_tasks_total",
-			Help: "Graded bench tasks, by bench run, model and outcome (resolved, model, infrastructure).",
-		}, []string{"run", "model", "outcome"}),
-		benchCost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "bench_cost_usd_total",
-			Help: "Model spend of graded bench tasks in US dollars, by bench run and model.",
-		}, []string{"run", "model"}),
-		models:        newLabelSet(maxModelLabels),
-		benchRuns:     newLabelSet(maxModelLabels),
+		agentMetrics:  newAgentMetrics(),
+		benchMetrics:  newBenchMetrics(),
 		fleetMetrics:  newFleetMetrics(),
 		egressMetrics: newEgressMetrics(),
 		tenantMetrics: newTenantMetrics(),
@@ -215,10 +165,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.fleetMetrics.collectors()...)
 	reg.MustRegister(m.egressMetrics.collectors()...)
 	reg.MustRegister(m.budgetMetrics.collectors()...)
+	reg.MustRegister(m.agentMetrics.collectors()...)
+	reg.MustRegister(m.benchMetrics.collectors()...)
 	reg.MustRegister(m.buildInfo, m.submitted, m.finished, m.taskDuration, m.phaseDuration,
 		m.inFlight, m.slots, m.freeSlots, m.pending, m.ackPending, m.redeliveries, m.requeues, m.deadLetters,
-		m.modelRequests, m.modelTokens, m.modelCost, m.toolCalls, m.sandboxStarts,
-		m.sandboxFailures, m.checkpoints, m.rollbacks, m.httpRequests, m.httpDuration, m.benchTasks, m.benchCost)
+		m.httpRequests, m.httpDuration)
 	// Pre-create the label sets operators alert on, so a series exists at 0
 	// before the first event (rate() over a missing series is empty).
 	for _, s := range []task.State{task.StateResolved, task.StateUnresolved, task.StateFailed,

@@ -39,30 +39,7 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
 	var f runFlags
 	fs := flag.NewFlagSet("wrench run", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	fs.StringVar(&f.repo, "repo", "", "repository: a local path, file:// or https:// URL (required)")
-	fs.StringVar(&f.ref, "ref", "", "branch or tag to check out (default: the remote's HEAD)")
-	fs.StringVar(&f.commit, "commit", "", "exact commit to check out")
-	fs.StringVar(&f.instruction, "task", "", "what to do (required; @FILE reads it from a file)")
-	fs.StringVar(&f.testCmd, "test", "", "test command that verifies the work, run in the sandbox")
-	fs.StringVar(&f.model, "model", "", "model name, scripted:FILE for the scripted model, or human to type the replies yourself (default $WRENCH_LLM_MODEL, else gpt-4.1)")
-	fs.StringVar(&f.protocol, "protocol", "", "tools (default) or text, for models without tool calling")
-	fs.StringVar(&f.out, "out", "", "write the patch to FILE instead of stdout")
-	fs.StringVar(&f.trajectory, "trajectory", "", "write the JSONL trajectory to FILE")
-	fs.StringVar(&f.image, "image", "", "sandbox image (default "+defaultImage+")")
-	fs.StringVar(&f.network, "network", "", "sandbox network: none (default) or bridge")
-	fs.StringVar(&f.verify, "verify", "finish", "when the agent runs the tests: finish, after_write or never")
-	fs.IntVar(&f.maxTurns, "max-turns", 0, "model turns at most (-1 unlimited under the hard cap; default 50)")
-	fs.Float64Var(&f.maxCost, "max-cost", 0, "model spend at most, in USD (default: no limit)")
-	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of the whole task (default 30m)")
-	fs.Int64Var(&f.maxTokens, "max-tokens", 0, "input plus output tokens at most (default: no limit)")
-	fs.StringVar(&f.approve, "approve", "yolo", "who approves commands and edits: yolo (nobody) or confirm (ask on the terminal)")
-	fs.StringVar(&f.onLimit, "on-limit", onLimitAsk, "at a turn, cost, token or malformed-reply limit: ask (on a terminal: go on with as much again? otherwise stop) or stop")
-	fs.StringVar(&f.mode, "mode", "", "plan: read-only tools, investigate and report without changing anything")
-	fs.BoolVar(&f.planFirst, "plan-first", false, "make a read-only plan before working")
-	fs.StringVar(&f.tools, "tools", "", "comma-separated tool allowlist (default: every tool)")
-	fs.BoolVar(&f.jsonOut, "json", false, "print the result object as JSON on stdout")
-	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
-	f.common.register(fs, env)
+	f.register(fs, env)
 	pos, code, ok := parseCommand(env, fs, args)
 	if !ok {
 		return code
@@ -141,6 +118,34 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
 		return exitInfra
 	}
 	return res.Status.ExitCode()
+}
+
+// register defines `wrench run`'s flags on fs.
+func (f *runFlags) register(fs *flag.FlagSet, env *cliEnv) {
+	fs.StringVar(&f.repo, "repo", "", "repository: a local path, file:// or https:// URL (required)")
+	fs.StringVar(&f.ref, "ref", "", "branch or tag to check out (default: the remote's HEAD)")
+	fs.StringVar(&f.commit, "commit", "", "exact commit to check out")
+	fs.StringVar(&f.instruction, "task", "", "what to do (required; @FILE reads it from a file)")
+	fs.StringVar(&f.testCmd, "test", "", "test command that verifies the work, run in the sandbox")
+	fs.StringVar(&f.model, "model", "", "model name, scripted:FILE for the scripted model, or human to type the replies yourself (default $WRENCH_LLM_MODEL, else gpt-4.1)")
+	fs.StringVar(&f.protocol, "protocol", "", "tools (default) or text, for models without tool calling")
+	fs.StringVar(&f.out, "out", "", "write the patch to FILE instead of stdout")
+	fs.StringVar(&f.trajectory, "trajectory", "", "write the JSONL trajectory to FILE")
+	fs.StringVar(&f.image, "image", "", "sandbox image (default "+defaultImage+")")
+	fs.StringVar(&f.network, "network", "", "sandbox network: none (default) or bridge")
+	fs.StringVar(&f.verify, "verify", "finish", "when the agent runs the tests: finish, after_write or never")
+	fs.IntVar(&f.maxTurns, "max-turns", 0, "model turns at most (-1 unlimited under the hard cap; default 50)")
+	fs.Float64Var(&f.maxCost, "max-cost", 0, "model spend at most, in USD (default: no limit)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of the whole task (default 30m)")
+	fs.Int64Var(&f.maxTokens, "max-tokens", 0, "input plus output tokens at most (default: no limit)")
+	fs.StringVar(&f.approve, "approve", "yolo", "who approves commands and edits: yolo (nobody) or confirm (ask on the terminal)")
+	fs.StringVar(&f.onLimit, "on-limit", onLimitAsk, "at a turn, cost, token or malformed-reply limit: ask (on a terminal: go on with as much again? otherwise stop) or stop")
+	fs.StringVar(&f.mode, "mode", "", "plan: read-only tools, investigate and report without changing anything")
+	fs.BoolVar(&f.planFirst, "plan-first", false, "make a read-only plan before working")
+	fs.StringVar(&f.tools, "tools", "", "comma-separated tool allowlist (default: every tool)")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the result object as JSON on stdout")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
+	f.common.register(fs, env)
 }
 
 // task builds the Task from the flags, checking what the flags alone can.

@@ -119,33 +119,8 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 		return
 	}
 
-	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-	lease, prev, err := d.q.States.Acquire(opCtx, t, queue.Claim{Attempt: attempt, Worker: d.cfg.WorkerID, Message: dl.Message, Live: d.cfg.AckWait})
-	opCancel()
-	if errors.Is(err, queue.ErrDuplicate) {
-		// The holder's own message stays queued until it finishes: ending
-		// this copy loses nothing, and it cannot take the task over.
-		f.log().Info("duplicate delivery of a running task ended without running", "attempt", attempt, "err", err)
-		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-		defer fcancel()
-		if err := retryOp(fctx, func() error { return dl.Term(fctx, "") }); err != nil {
-			f.log().Warn("end duplicate delivery", "err", err)
-		}
-		return
-	}
-	if errors.Is(err, queue.ErrFinal) {
-		f.log().Info("delivery of a final task acked without running", "attempt", attempt)
-		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-		defer fcancel()
-		if f.finalize(fctx, prev) {
-			f.ack(fctx)
-		}
-		return
-	}
-	if err != nil {
-		f.log().Warn("claim task", "err", err)
-		f.nak(d.cfg.backoff(attempt))
-		d.obs.TaskRequeued(ctx, t.ID, attempt, "retry: state store unavailable")
+	lease, ok := f.claim(ctx)
+	if !ok {
 		return
 	}
 	f.lease.Store(&lease)
@@ -160,7 +135,7 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 		return
 	}
 	d.emit(context.WithoutCancel(ctx), task.Event{TaskID: t.ID, Kind: task.EventState, State: task.StateRunning})
-	opCtx, opCancel = context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	if ok, err := d.q.States.CancelRequested(opCtx, t.ID); ok {
 		cancel(errCancelled)
 	} else if err != nil {
@@ -191,6 +166,43 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 		local = d.localFault(ctx)
 	}
 	f.conclude(runCtx, decide(rep, cause, f.charged(), d.cfg, local), rep.Artifacts, elapsed)
+}
+
+// claim takes the task's state record for this delivery. It reports false
+// when the delivery ends here: a copy of a running task's message, a final
+// task's (finalized and acked), or the state store unavailable (redelivered
+// after a backoff).
+func (f *flight) claim(ctx context.Context) (Lease, bool) {
+	d, dl, t, attempt := f.d, f.dl, f.t, f.attempt
+	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	lease, prev, err := d.q.States.Acquire(opCtx, t, queue.Claim{Attempt: attempt, Worker: d.cfg.WorkerID, Message: dl.Message, Live: d.cfg.AckWait})
+	opCancel()
+	switch {
+	case errors.Is(err, queue.ErrDuplicate):
+		// The holder's own message stays queued until it finishes: ending
+		// this copy loses nothing, and it cannot take the task over.
+		f.log().Info("duplicate delivery of a running task ended without running", "attempt", attempt, "err", err)
+		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+		defer fcancel()
+		if err := retryOp(fctx, func() error { return dl.Term(fctx, "") }); err != nil {
+			f.log().Warn("end duplicate delivery", "err", err)
+		}
+		return lease, false
+	case errors.Is(err, queue.ErrFinal):
+		f.log().Info("delivery of a final task acked without running", "attempt", attempt)
+		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer fcancel()
+		if f.finalize(fctx, prev) {
+			f.ack(fctx)
+		}
+		return lease, false
+	case err != nil:
+		f.log().Warn("claim task", "err", err)
+		f.nak(d.cfg.backoff(attempt))
+		d.obs.TaskRequeued(ctx, t.ID, attempt, "retry: state store unavailable")
+		return lease, false
+	}
+	return lease, true
 }
 
 // redeliveryOf is what the runner of this attempt is told about the earlier

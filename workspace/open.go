@@ -191,25 +191,11 @@ func (m *Manager) fill(ctx context.Context, w *Workspace, src source, p plan, c 
 	w.ow = newObjectWriter(w.st)
 	w.baseCommit, w.baseTree = c.Hash, c.TreeHash
 
-	gitDir := filepath.Join(w.repoDir, ".git")
-	if err := os.Mkdir(w.repoDir, 0o755); err != nil && !(w.externalDir && errors.Is(err, fs.ErrExist)) {
-		return fail("create workspace", err)
-	}
-	g := gitDirFor(p, c.Hash, src.display, w.st.HasEncodedObject)
-	w.checkout = checkoutOf(g)
-	if p.commit == "" || g.branch != "" {
-		w.info.Ref = p.ref.String() // else a pinned commit is checked out detached
-	}
-	if err := writeWorkGitDir(gitDir, g); err != nil {
-		return fail("write .git", err)
-	}
-	linked, err := linkObjects(w.stateDir, gitDir, m.linkIntoWorkspace)
+	linked, err := m.prepareGitDir(w, src, p, c)
 	if err != nil {
-		return fail("link objects", err)
+		return err
 	}
-	if _, err := os.Stat(filepath.Join(gitDir, "shallow")); err == nil {
-		w.info.Shallow = true
-	}
+	gitDir := filepath.Join(w.repoDir, ".git")
 	pt.mark("gitdir")
 
 	root, err := os.OpenRoot(w.repoDir)
@@ -281,6 +267,34 @@ func (m *Manager) fill(ctx context.Context, w *Workspace, src source, p plan, c 
 	}
 	pt.mark("checkpoint")
 	return nil
+}
+
+// prepareGitDir creates the working tree's directory and its .git, which
+// names the commit as the plan says (branch, ref, credential-free origin)
+// and links the state directory's objects; it returns the linked files
+// (relative to .git).
+func (m *Manager) prepareGitDir(w *Workspace, src source, p plan, c *object.Commit) ([]string, error) {
+	fail := func(op string, err error) error { return cloneErr(src, op, err) }
+	gitDir := filepath.Join(w.repoDir, ".git")
+	if err := os.Mkdir(w.repoDir, 0o755); err != nil && !(w.externalDir && errors.Is(err, fs.ErrExist)) {
+		return nil, fail("create workspace", err)
+	}
+	g := gitDirFor(p, c.Hash, src.display, w.st.HasEncodedObject)
+	w.checkout = checkoutOf(g)
+	if p.commit == "" || g.branch != "" {
+		w.info.Ref = p.ref.String() // else a pinned commit is checked out detached
+	}
+	if err := writeWorkGitDir(gitDir, g); err != nil {
+		return nil, fail("write .git", err)
+	}
+	linked, err := linkObjects(w.stateDir, gitDir, m.linkIntoWorkspace)
+	if err != nil {
+		return nil, fail("link objects", err)
+	}
+	if _, err := os.Stat(filepath.Join(gitDir, "shallow")); err == nil {
+		w.info.Shallow = true
+	}
+	return linked, nil
 }
 
 // phaseTimer records how long each step of a clone took, for debug logs.

@@ -46,30 +46,13 @@ func (s *server) runExec(ctx context.Context, req sandbox.ExecRequest, env map[s
 		return sandbox.ExecResult{}, fmt.Errorf("exec: output pipe: %w", err)
 	}
 	defer pr.Close()
-	cmd := exec.Command(s.shell, "-c", req.Command)
-	cmd.Dir = dir
-	cmd.Env = mergeEnv(s.opts.Env, env)
-	cmd.Stdout = pw
-	cmd.Stderr = pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if req.User != "" {
-		cred, err := credential(req.User)
-		if err != nil {
-			pw.Close()
-			return sandbox.ExecResult{}, err
-		}
-		cmd.SysProcAttr.Credential = cred
+	cmd, stdinW, err := s.command(req, dir, env, pw)
+	if err != nil {
+		pw.Close()
+		return sandbox.ExecResult{}, err
 	}
-	var stdinW *os.File
-	if req.Stdin != nil {
-		sr, sw, err := os.Pipe()
-		if err != nil {
-			pw.Close()
-			return sandbox.ExecResult{}, fmt.Errorf("exec: stdin pipe: %w", err)
-		}
-		defer sr.Close()
-		cmd.Stdin = sr
-		stdinW = sw
+	if stdinW != nil {
+		defer cmd.Stdin.(*os.File).Close()
 		defer stdinW.Close()
 	}
 
@@ -109,20 +92,7 @@ func (s *server) runExec(ctx context.Context, req sandbox.ExecRequest, env map[s
 		exited <- cmd.ProcessState
 	}()
 
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var state *os.ProcessState
-	timedOut, canceled := false, false
-	select {
-	case state = <-exited:
-	case <-timer.C:
-		timedOut = true
-	case <-ctx.Done():
-		canceled = true
-	}
-	if state == nil {
-		state = s.killGroup(pgid, exited)
-	}
+	state, timedOut, canceled := s.await(ctx, pgid, exited, timeout)
 	// Stragglers left in the group (backgrounded, ignoring SIGTERM) go now.
 	syscall.Kill(-pgid, syscall.SIGKILL)
 	s.removeGroup(group) // before the shell's pid can be reused
@@ -151,6 +121,49 @@ func (s *server) runExec(ctx context.Context, req sandbox.ExecRequest, env map[s
 		TimedOut: timedOut,
 		Duration: time.Since(start),
 	}, nil
+}
+
+// await returns the shell's state once it exits; at its timeout or when
+// ctx ends first, it kills the group (killGroup) and says which it was.
+func (s *server) await(ctx context.Context, pgid int, exited <-chan *os.ProcessState, timeout time.Duration) (state *os.ProcessState, timedOut, canceled bool) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case state = <-exited:
+		return state, false, false
+	case <-timer.C:
+		timedOut = true
+	case <-ctx.Done():
+		canceled = true
+	}
+	return s.killGroup(pgid, exited), timedOut, canceled
+}
+
+// command is the shell command of req, in its own process group, writing
+// its output to pw. stdin is the write end of its input pipe when req has
+// input; the caller closes it and the command's read end.
+func (s *server) command(req sandbox.ExecRequest, dir string, env map[string]string, pw *os.File) (cmd *exec.Cmd, stdin *os.File, err error) {
+	cmd = exec.Command(s.shell, "-c", req.Command)
+	cmd.Dir = dir
+	cmd.Env = mergeEnv(s.opts.Env, env)
+	cmd.Stdout = pw
+	cmd.Stderr = pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if req.User != "" {
+		cred, err := credential(req.User)
+		if err != nil {
+			return nil, nil, err
+		}
+		cmd.SysProcAttr.Credential = cred
+	}
+	if req.Stdin != nil {
+		sr, sw, err := os.Pipe()
+		if err != nil {
+			return nil, nil, fmt.Errorf("exec: stdin pipe: %w", err)
+		}
+		cmd.Stdin, stdin = sr, sw
+	}
+	return cmd, stdin, nil
 }
 
 // killGroup sends SIGTERM to the group, then SIGKILL after the grace, and

@@ -33,6 +33,27 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
+// rawServer runs a nats-server with opts on loopback (a random port unless
+// opts names one) for the test, without Wrench's configuration, and waits
+// until it takes connections.
+func rawServer(t *testing.T, opts server.Options) *server.Server {
+	t.Helper()
+	opts.Host, opts.NoSigs, opts.NoLog = "127.0.0.1", true, true
+	if opts.Port == 0 {
+		opts.Port = server.RANDOM_PORT
+	}
+	srv, err := server.NewServer(&opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(waitLimit) {
+		t.Fatal("nats-server not ready")
+	}
+	return srv
+}
+
 // clusterNodes are the configs of a three-node cluster on loopback.
 func clusterNodes(t *testing.T) []natsserver.Config {
 	t.Helper()
@@ -95,15 +116,7 @@ func TestConnectWaitsForClusterLeader(t *testing.T) {
 // A worker started before its server's JetStream is up waits for it.
 func TestConnectWaitsForJetStream(t *testing.T) {
 	// A server without JetStream: requests to its API find no responders.
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(waitLimit) {
-		t.Fatal("nats-server not ready")
-	}
+	srv := rawServer(t, server.Options{})
 	warns := newWarnings()
 	done := make(chan error, 1)
 	go func() {
@@ -149,13 +162,7 @@ func TestConnectWaitsForServer(t *testing.T) {
 		case err := <-done:
 			t.Fatalf("Connect with no server returned without waiting for one: %v", err)
 		}
-		srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoSigs: true, NoLog: true,
-			JetStream: true, StoreDir: t.TempDir(), Username: "w", Password: "hunter2secret"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Start()
-		t.Cleanup(srv.Shutdown)
+		rawServer(t, server.Options{Port: port, JetStream: true, StoreDir: t.TempDir(), Username: "w", Password: "hunter2secret"})
 		if err := <-done; err != nil {
 			t.Fatalf("Connect once the server is up: %v (warnings: %q)", err, warns.all())
 		}
@@ -190,35 +197,17 @@ func TestConnectPermanentErrorAtOnce(t *testing.T) {
 		permanent(t, queue.Config{ConnectOptions: []nats.Option{s.ConnectOption()}, Replicas: 3, ApplyLayout: true})
 	})
 	t.Run("permission", func(t *testing.T) {
-		srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT,
-			NoSigs: true, NoLog: true, JetStream: true, StoreDir: t.TempDir(),
+		srv := rawServer(t, server.Options{JetStream: true, StoreDir: t.TempDir(),
 			Users: []*server.User{{Username: "w", Password: "w",
 				Permissions: &server.Permissions{Publish: &server.SubjectPermission{Deny: []string{"$JS.API.>"}}}}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Start()
-		t.Cleanup(srv.Shutdown)
-		if !srv.ReadyForConnections(waitLimit) {
-			t.Fatal("nats-server not ready")
-		}
-		err = permanent(t, queue.Config{URL: srv.ClientURL(), ConnectOptions: []nats.Option{nats.UserInfo("w", "w"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})}})
+		err := permanent(t, queue.Config{URL: srv.ClientURL(), ConnectOptions: []nats.Option{nats.UserInfo("w", "w"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})}})
 		if !errors.Is(err, nats.ErrPermissionViolation) {
 			t.Fatalf("error %q does not name the refused permission", err)
 		}
 	})
 	t.Run("credential", func(t *testing.T) {
-		srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT,
-			NoSigs: true, NoLog: true, JetStream: true, StoreDir: t.TempDir(), Username: "w", Password: "right"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Start()
-		t.Cleanup(srv.Shutdown)
-		if !srv.ReadyForConnections(waitLimit) {
-			t.Fatal("nats-server not ready")
-		}
-		err = permanent(t, queue.Config{URL: srv.ClientURL(), ConnectOptions: []nats.Option{nats.UserInfo("w", "wrong")}})
+		srv := rawServer(t, server.Options{JetStream: true, StoreDir: t.TempDir(), Username: "w", Password: "right"})
+		err := permanent(t, queue.Config{URL: srv.ClientURL(), ConnectOptions: []nats.Option{nats.UserInfo("w", "wrong")}})
 		if !errors.Is(err, nats.ErrAuthorization) {
 			t.Fatalf("error %q does not say the credential was refused", err)
 		}

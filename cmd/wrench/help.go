@@ -50,6 +50,10 @@ func commandHelps() map[string]commandHelp {
 				"a daily budget). Its next attempt continues from where it paused. Serve\n" +
 				"resumes paused tasks by itself once their budget has room."},
 		"wrench list": {"[flags]", "List tasks, newest first, a page at a time."},
+		"wrench completion": {"bash|zsh",
+			"Print a completion script for bash or zsh: commands, subcommands and\n" +
+				"every command's flags. bash: source <(wrench completion bash);\n" +
+				"zsh: source <(wrench completion zsh)."},
 		"wrench image build": {"[flags]",
 			"Build the default sandbox image from Debian packages (no registry needed).\n" +
 				"A second call is instant unless --force or the recipe changed."},

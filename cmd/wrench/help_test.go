@@ -14,8 +14,7 @@ import (
 )
 
 // groups are the commands made of subcommands.
-var groups = map[string][]string{"image": {"build"}, "model": {"scripted"}, "bench": {"mine", "run", "compare"},
-	"env": {"ls", "build", "prune"}, "config": {"check"}}
+var groups = subcommands()
 
 // helpArgs are the argument lists that ask each visible command for help.
 func helpArgs(t *testing.T) [][]string {

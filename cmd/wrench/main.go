@@ -64,6 +64,7 @@ func commands() map[string]command {
 		"__shim":      {summary: "in-sandbox helper", hidden: true, run: cmdShim},
 		"nats-server": {summary: "run the NATS server wrench embeds as a process (a cluster node)", hidden: true, run: cmdNATSServer},
 		"version":     {summary: "print the version", run: cmdVersion},
+		"completion":  {summary: "print a shell completion script (completion bash|zsh)", run: cmdCompletion},
 	}
 }
 

@@ -59,6 +59,12 @@ func TestGitHubPublishThroughBinary(t *testing.T) {
 	t.Logf("webhook to pull request and comment: %s", time.Since(start))
 }
 
+// quietAfterResume is how long the stand-in GitHub must hear nothing
+// after a stopped worker resumed before the next round: longer than the
+// harness's --ack-wait (3s), which the resumed worker may wait behind the
+// effects claim it lost before its last, stale request.
+const quietAfterResume = 5 * time.Second
+
 // faultRounds is how many times each fault runs (20; WRENCH_FAULT_ROUNDS
 // overrides, e.g. for a quick local try).
 func faultRounds() int {
@@ -79,15 +85,28 @@ const (
 )
 
 // is reports whether c is the stage's request for issue n.
+// A pull request or label request counts only when it is for issue n's
+// task (its branch): a stale request of an earlier round's resumed worker
+// must not be taken for this round's.
 func (s effectStage) is(c githubtest.Call, h *ghHarness, n int) bool {
 	repo := "/repos/" + h.repo.Owner + "/" + h.repo.Name
+	branch := fmt.Sprintf("wrench/gh-%s-%s-%d-", h.repo.Owner, h.repo.Name, n) // + the task id's hash
 	switch s {
 	case stagePush:
 		return c.Git && c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/git-receive-pack")
 	case stagePull:
-		return !c.Git && c.Method == http.MethodPost && c.Path == repo+"/pulls"
+		return !c.Git && c.Method == http.MethodPost && c.Path == repo+"/pulls" && strings.Contains(string(c.Body), branch)
 	case stageLabel:
-		return !c.Git && c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/labels")
+		num, ok := strings.CutSuffix(strings.TrimPrefix(c.Path, repo+"/issues/"), "/labels")
+		if c.Git || c.Method != http.MethodPost || !ok {
+			return false
+		}
+		for _, pr := range h.gh.PullRequests(h.repo.Owner, h.repo.Name) {
+			if strconv.Itoa(pr.Number) == num && strings.HasPrefix(pr.Head.Ref, branch) {
+				return true
+			}
+		}
+		return false
 	case stageComment:
 		return !c.Git && c.Method == http.MethodPost && c.Path == fmt.Sprintf("%s/issues/%d/comments", repo, n)
 	}
@@ -176,11 +195,11 @@ func TestGitHubEffectsUnderFaults(t *testing.T) {
 			victim.resume()
 			h.gh.SetHook(nil)
 			// The resumed worker finishes what it was doing (its held
-			// request's answer, then the effects claim it lost); a stale
-			// request of its arriving after the next round's hook is set
-			// would be taken for that round's (stages other than the
-			// comment match any task's request).
-			h.quiet(t, ctx, 2*time.Second)
+			// request's answer, then the effects claim it lost, which it
+			// may wait up to --ack-wait for); a stale push of its arriving
+			// after the next round's hook is set would be taken for that
+			// round's.
+			h.quiet(t, ctx, quietAfterResume)
 			done = append(done, faultTask{id, n, "SIGSTOP at " + string(stage)})
 		}
 	})

@@ -4,8 +4,9 @@ GO ?= go
 BIN := bin/wrench
 IMAGE ?= wrench-sandbox:default
 WRENCH_IMAGE ?= wrench:dev
-# A package binary may take this long: cmd/wrench took 21 min on CI and
-# 45 min on this 2-core machine at load 12-18 (2026-11-28).
+# A package binary may take this long: cmd/wrench, the longest, took 20 min
+# in a full local run on this 2-core machine and 42 min on CI before the
+# disk supervisor stopped asking the engine for layer sizes (2026-11-28).
 TEST_TIMEOUT ?= 75m
 export CGO_ENABLED := 0
 # A host that trusts extra CA certificates (a TLS-re-signing egress, as on

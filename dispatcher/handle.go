@@ -128,7 +128,7 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 		// A reissued message is delivered past the task's limit only when
 		// the worker of its last counted delivery stopped responding (the
 		// server's own limit is per message).
-		res := task.Result{Status: task.StateFailed, Fault: task.FaultInfra, Usage: redeliveryOf(lease).Spent,
+		res := task.Result{Status: task.StateFailed, Fault: task.FaultInfra, Usage: redeliveryOf(lease, dl.Resumed).Spent,
 			Reason: fmt.Sprintf("deliveries exhausted (%d): the worker stopped responding on the last attempt", d.cfg.MaxDeliver)}
 		f.log().Warn("task dead-lettered: deliveries exhausted", "attempt", attempt)
 		f.conclude(ctx, verdict{action: bury, result: res}, nil, 0)
@@ -143,7 +143,7 @@ func (d *Dispatcher) handle(runBase context.Context, dl *Delivery, s *runSlot) {
 	}
 	opCancel()
 
-	runCtx := d.obs.TaskStarted(task.WithRedelivery(ctx, redeliveryOf(lease)), t, attempt, f.queueWait)
+	runCtx := d.obs.TaskStarted(task.WithRedelivery(ctx, redeliveryOf(lease, dl.Resumed)), t, attempt, f.queueWait)
 	f.bindLog(runCtx)
 	pump := d.newEventPump(runCtx, f)
 	f.events.Store(pump)
@@ -208,7 +208,7 @@ func (f *flight) claim(ctx context.Context) (Lease, bool) {
 // redeliveryOf is what the runner of this attempt is told about the earlier
 // ones: why the last ended, from the record the claim found, and what they
 // spent.
-func redeliveryOf(l Lease) task.Redelivery {
+func redeliveryOf(l Lease, resumed string) task.Redelivery {
 	prev, cur := l.Previous(), l.Status()
 	var r task.Redelivery
 	if cur.Spent != nil {
@@ -219,6 +219,9 @@ func redeliveryOf(l Lease) task.Redelivery {
 		r.Cause = fmt.Sprintf("worker %s stopped responding on attempt %d", prev.Worker, prev.Attempt)
 	case prev.State == task.StateQueued && prev.Reason != "":
 		r.Cause = prev.Reason
+	case prev.State == task.StatePaused && resumed != "":
+		// The resume's message came before its record said queued.
+		r.Cause = resumed
 	}
 	return r
 }

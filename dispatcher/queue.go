@@ -55,6 +55,9 @@ type Delivery struct {
 	// its limit (handed back through no fault of the task, see
 	// Acker.Reissue): Attempt - Free is what the limit is checked against.
 	Free int
+	// Resumed is why a paused task was queued again, on the message its
+	// resume published: the record may still say paused when it arrives.
+	Resumed string
 	// Message is the message's sequence in the task stream (0: unknown).
 	Message uint64
 	// Published is when the task was stored.
@@ -143,7 +146,7 @@ func (w natsWork) Next(ctx context.Context, wait time.Duration) (*Delivery, erro
 	if d == nil || err != nil {
 		return nil, err
 	}
-	return &Delivery{TaskID: d.TaskID, Data: d.Data, Attempt: d.Earlier + d.Attempt, Free: d.Free, Message: d.StreamSeq,
+	return &Delivery{TaskID: d.TaskID, Data: d.Data, Attempt: d.Earlier + d.Attempt, Free: d.Free, Resumed: d.Resumed, Message: d.StreamSeq,
 		Published: d.Published, Trace: d.Trace, Acker: d}, nil
 }
 

@@ -65,20 +65,26 @@ func (s *Submissions) ResumeFor(ctx context.Context, id, why string) (task.Statu
 	if !validID(id) {
 		return task.Status{}, fmt.Errorf("%w: %q", task.ErrNotFound, id)
 	}
+	published := false
 	for range casRetries {
 		e, err := c.get(ctx, id)
 		if err != nil {
 			return task.Status{}, err
 		}
+		if published && (e.st.State == task.StateRunning || e.st.State == task.StateVerifying) {
+			return e.st, nil // a worker took the message this call published before the record said queued
+		}
 		if e.st.State != task.StatePaused || e.st.Task == nil {
 			return e.st, fmt.Errorf("resume %s: %w (it is %s)", id, task.ErrNotPaused, e.st.State)
 		}
-		if err := c.publishPaused(ctx, e); err != nil {
+		reason := fmt.Sprintf("a budget pause (%s)", why)
+		if err := c.publishPaused(ctx, e, reason); err != nil {
 			return e.st, err
 		}
+		published = true
 		st := e.st
 		st.State = task.StateQueued
-		st.Reason = fmt.Sprintf("a budget pause (%s)", why)
+		st.Reason = reason
 		st.Pause = nil
 		st.UpdatedAt = time.Now().UTC()
 		if _, err := c.update(ctx, st, e.rev); isConflict(err) {
@@ -99,7 +105,7 @@ func (s *Submissions) ResumeFor(ctx context.Context, id, why string) (task.Statu
 // the record's task without credentials when none was kept), carrying its
 // delivery counts. Its id is the record's revision, so two resumes of one
 // pause publish it once.
-func (c *Conn) publishPaused(ctx context.Context, e entry) error {
+func (c *Conn) publishPaused(ctx context.Context, e entry, reason string) error {
 	id := e.st.TaskID
 	data, err := c.kv.Get(ctx, pausedKey(id))
 	var body []byte
@@ -124,6 +130,7 @@ func (c *Conn) publishPaused(ctx context.Context, e entry) error {
 	msg := &nats.Msg{Subject: TaskSubject(tenant, id), Data: body, Header: nats.Header{}}
 	msg.Header.Set(HeaderEarlierDeliveries, strconv.Itoa(e.st.Attempt))
 	msg.Header.Set(HeaderFreeDeliveries, strconv.Itoa(min(free, e.st.Attempt)))
+	msg.Header.Set(HeaderResumeReason, reason)
 	if p := c.cfg.Propagator; p != nil {
 		p.Inject(ctx, headerCarrier(msg.Header))
 	}

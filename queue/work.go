@@ -362,6 +362,7 @@ func (w *Work) delivery(m jetstream.Msg) (*Delivery, error) {
 		Attempt:   int(md.NumDelivered),
 		Earlier:   earlier,
 		Free:      free,
+		Resumed:   m.Headers().Get(HeaderResumeReason),
 		StreamSeq: md.Sequence.Stream,
 		Published: md.Timestamp,
 		msg:       m,
@@ -461,6 +462,10 @@ type Delivery struct {
 	// did not count toward the task's delivery limit: the task's own
 	// delivery number is Earlier + Attempt.
 	Earlier, Free int
+	// Resumed is why a paused task was queued again, on the message its
+	// resume published ("" on any other): a worker may claim that message
+	// before the record says queued with the same reason.
+	Resumed string
 	// StreamSeq is the message's sequence in the task stream.
 	StreamSeq uint64
 	// Published is when the message was stored.
@@ -549,6 +554,9 @@ const (
 	// HeaderFreeDeliveries counts those of them that did not count toward
 	// the task's delivery limit.
 	HeaderFreeDeliveries = "Wrench-Free-Deliveries"
+	// HeaderResumeReason is why a resumed task's message was published
+	// ("a budget pause (its budget allows it again)").
+	HeaderResumeReason = "Wrench-Resume-Reason"
 )
 
 // reissueCounts reads a message's earlier and free delivery counts (zero

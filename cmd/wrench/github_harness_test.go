@@ -96,14 +96,7 @@ func newGHHarness(t *testing.T, ctx context.Context, name string, files map[stri
 // GitHub's requests (its REST handlers and git-http-backend): where a
 // worker's request waits, when it does.
 func serverGoroutines(dump string) string {
-	var b strings.Builder
-	for _, g := range strings.Split(dump, "\n\n") {
-		if (strings.Contains(g, "githubtest.") || strings.Contains(g, "net/http/cgi")) && b.Len()+len(g) < 32<<10 {
-			b.WriteString(g)
-			b.WriteString("\n\n")
-		}
-	}
-	return b.String()
+	return goroutinesWith(dump, 32<<10, "githubtest.", "net/http/cgi")
 }
 
 // startWorker starts (or restarts, on the same data dir) worker id; it

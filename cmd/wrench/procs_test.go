@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -94,10 +95,16 @@ var framePointers = regexp.MustCompile(` fp=0x[0-9a-f]+ sp=0x[0-9a-f]+ pc=0x[0-9
 // wrenchGoroutines keeps the goroutines of a dump that run wrench's own
 // code, at most max bytes: what a hung process was doing.
 func wrenchGoroutines(dump string, max int) string {
+	return goroutinesWith(dump, max, "wrenchworks/wrench/")
+}
+
+// goroutinesWith keeps the goroutines of a dump whose stacks name any of
+// marks, frame pointers dropped, at most max bytes.
+func goroutinesWith(dump string, max int, marks ...string) string {
 	var b strings.Builder
 	for _, g := range strings.Split(dump, "\n\n") {
 		g = framePointers.ReplaceAllString(g, "")
-		if strings.Contains(g, "wrenchworks/wrench/") && b.Len()+len(g) < max {
+		if slices.ContainsFunc(marks, func(m string) bool { return strings.Contains(g, m) }) && b.Len()+len(g) < max {
 			b.WriteString(g)
 			b.WriteString("\n\n")
 		}
